@@ -1,0 +1,80 @@
+"""File helpers shared by every stage: atomic writes and JSON readers whose errors name file and position."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+
+class DataFormatError(ValueError):
+    """A data file cannot be parsed; the message names the file and the line/column at fault."""
+
+    def __init__(self, path: str | os.PathLike, message: str, line: int | None = None, column: int | None = None):
+        where = str(path)
+        if line is not None:
+            where += f":{line}" + (f":{column}" if column is not None else "")
+        super().__init__(f"{where}: {message}")
+        self.path, self.line, self.column = str(path), line, column
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write to a temp file beside `path`, then rename: readers never see a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return len(lines)
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataFormatError(path, f"invalid JSON ({e.msg}, char {e.pos})", e.lineno, e.colno) from e
+
+
+def iter_jsonl(path: str | os.PathLike, *, skip_truncated_tail: bool = False) -> Iterator[dict]:
+    """Yield one object per non-empty line.
+
+    With `skip_truncated_tail`, a last line without its newline that fails to parse is ignored (an append that
+    was interrupted mid-write); any other bad line raises DataFormatError naming the line.
+    """
+    path = Path(path)
+    raw = path.read_text(encoding="utf-8")
+    lines = raw.split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            is_tail = number == len(lines) and not raw.endswith("\n")
+            if skip_truncated_tail and is_tail:
+                return
+            raise DataFormatError(path, f"invalid JSON line ({e.msg})", number, e.colno) from e
+        if not isinstance(obj, dict):
+            raise DataFormatError(path, f"expected a JSON object, got {type(obj).__name__}", number)
+        yield obj
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    return list(iter_jsonl(path))

@@ -1,0 +1,19 @@
+# Offline-safe, quiet settings for every mwpgen command. Sourced by scripts/run.sh; safe to source by hand.
+_mwpgen_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
+export PREFECT_HOME="${PREFECT_HOME:-$_mwpgen_root/.prefect}"
+export PREFECT_SERVER_ANALYTICS_ENABLED=false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="${PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS:-90}"
+export PREFECT_LOGGING_LEVEL="${PREFECT_LOGGING_LEVEL:-INFO}"
+export MLFLOW_DISABLE_TELEMETRY=true
+# Absolute: a relative sqlite URI would be lost under `dvc exp run --temp`.
+export MLFLOW_TRACKING_URI="${MLFLOW_TRACKING_URI:-sqlite:///$_mwpgen_root/mlflow.db}"
+export DVC_NO_ANALYTICS=1
+export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"
+export TRANSFORMERS_OFFLINE="${TRANSFORMERS_OFFLINE:-1}"
+export TOKENIZERS_PARALLELISM=false
+export PYTHONUNBUFFERED=1
+if [ -d "$_mwpgen_root/.venv" ]; then
+  export VIRTUAL_ENV="$_mwpgen_root/.venv"
+  export PATH="$VIRTUAL_ENV/bin:$PATH"
+fi
+unset _mwpgen_root

@@ -1,0 +1,104 @@
+"""MLflow logging with explicit run ids.
+
+MLflow's active run is per thread and Prefect runs tasks in worker threads, so nothing here uses
+`mlflow.start_run`: every call names its run id through an `MlflowClient`.
+
+The store defaults to a sqlite file at an absolute path inside the project (a relative URI would be lost under
+`dvc exp run --temp`, which runs in a copy of the project); artifacts go to `mlartifacts/` beside it.
+A pipeline run exports its run id as MWPGEN_PARENT_RUN_ID so the stage runs that `dvc repro` starts
+become its children.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import urlparse
+
+from mlflow.tracking import MlflowClient
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENT = os.environ.get("MWPGEN_EXPERIMENT", "mwpgen")
+PARENT_ENV = "MWPGEN_PARENT_RUN_ID"
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{PROJECT_ROOT / 'mlflow.db'}"
+
+
+def _artifact_root(uri: str) -> str:
+    parsed = urlparse(uri)
+    if parsed.scheme == "sqlite":
+        db = Path(uri[len("sqlite:///"):])
+        return (db.parent / "mlartifacts").as_uri()
+    return (PROJECT_ROOT / "mlartifacts").as_uri()
+
+
+def client() -> MlflowClient:
+    return MlflowClient(tracking_uri())
+
+
+def experiment_id(c: MlflowClient) -> str:
+    exp = c.get_experiment_by_name(EXPERIMENT)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return c.create_experiment(EXPERIMENT, artifact_location=_artifact_root(tracking_uri()))
+    except Exception:  # another process created it first
+        return c.get_experiment_by_name(EXPERIMENT).experiment_id
+
+
+def _flatten(prefix: str, obj: Any) -> dict[str, str]:
+    if isinstance(obj, dict):
+        out: dict[str, str] = {}
+        for k, v in obj.items():
+            out.update(_flatten(f"{prefix}.{k}" if prefix else str(k), v))
+        return out
+    return {prefix: str(obj)[:6000]}
+
+
+class StageRun:
+    """One MLflow run; every method takes effect on this run id, whatever thread calls it."""
+
+    def __init__(self, c: MlflowClient, run_id: str):
+        self.client, self.run_id = c, run_id
+
+    def params(self, params: dict) -> None:
+        for key, value in _flatten("", params).items():
+            self.client.log_param(self.run_id, key, value)
+
+    def metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        ts = int(time.time() * 1000)
+        for key, value in metrics.items():
+            if value is not None:
+                self.client.log_metric(self.run_id, key, float(value), timestamp=ts, step=step or 0)
+
+    def artifact(self, path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        path = Path(path)
+        if path.is_dir():
+            self.client.log_artifacts(self.run_id, str(path), artifact_path)
+        elif path.exists():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def tag(self, key: str, value: str) -> None:
+        self.client.set_tag(self.run_id, key, value)
+
+
+@contextmanager
+def stage_run(name: str, parent_run_id: str | None = None, tags: dict[str, str] | None = None) -> Iterator[StageRun]:
+    """Open a run named `name`, a child of `parent_run_id` (or of MWPGEN_PARENT_RUN_ID); close it FAILED on error."""
+    c = client()
+    parent = parent_run_id or os.environ.get(PARENT_ENV) or None
+    all_tags = {"mwpgen.stage": name, **(tags or {})}
+    if parent:
+        all_tags["mlflow.parentRunId"] = parent
+    run = c.create_run(experiment_id(c), run_name=name, tags=all_tags)
+    status = "FAILED"
+    try:
+        yield StageRun(c, run.info.run_id)
+        status = "FINISHED"
+    finally:
+        c.set_terminated(run.info.run_id, status)

@@ -1,0 +1,60 @@
+"""params.yaml schema: the shipped file is valid, and every kind of mistake is named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mwpgen.config import Params, ParamsError, load_params, validate_params
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_shipped_params_are_valid():
+    params = load_params(ROOT / "params.yaml")
+    assert params.split.n_folds == 5
+
+
+def test_shipped_params_cover_every_section():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert set(raw) == set(Params.model_fields)
+
+
+@pytest.mark.parametrize(
+    "raw, named",
+    [
+        ({"split": {"seeed": 1}}, ["split.seeed: unknown key", "allowed keys: n_folds, seed"]),
+        ({"splitt": {}}, ["splitt: unknown key", "allowed keys: download"]),
+        ({"split": {"n_folds": "five"}}, ["split.n_folds", "'five'"]),
+        ({"split": {"n_folds": 1}}, ["split.n_folds", "greater than or equal to 2"]),
+        ({"download": {"datasets": ["gsm8k"]}}, ["download.datasets.0", "'arithmetic', 'mawps' or 'math23k'"]),
+        ({"translate": {"timeout_s": -1}}, ["translate.timeout_s", "greater than 0"]),
+    ],
+)
+def test_errors_name_the_key(raw, named):
+    with pytest.raises(ParamsError) as e:
+        validate_params(raw, "p.yaml")
+    for text in named:
+        assert text in str(e.value)
+    assert str(e.value).startswith("p.yaml:")
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text("split:\n  n_folds: 5\n   seed: [\n")
+    with pytest.raises(ParamsError, match=r"params.yaml:\d+:\d+: invalid YAML"):
+        load_params(bad)
+
+
+def test_flow_refuses_bad_params_before_work(tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "params.yaml"
+    bad.write_text("download:\n  retries: many\n")
+    proc = subprocess.run([sys.executable, "-m", "flows.download", "--params", str(bad)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "download.retries" in proc.stderr and "many" in proc.stderr
