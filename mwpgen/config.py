@@ -47,9 +47,10 @@ class TranslateParams(Section):
 
 class PreprocessParams(Section):
     constants: list[float] = Field(
-        [1.0, 3.14],
+        [1, 2, 3.14, 0.01, 100, 12, 7],
         description="Numbers allowed in an equation without appearing in the problem text (kept as literal "
-        "symbols); any other unmatched number sends the record to quarantine.",
+        "symbols: complement 1, doubling 2, pi, percent 0.01/100, dozen/months 12, week 7); any other unmatched "
+        "number sends the record to quarantine.",
     )
 
 

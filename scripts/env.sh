@@ -1,5 +1,6 @@
 # Offline-safe, quiet settings for every mwpgen command. Sourced by scripts/run.sh; safe to source by hand.
 _mwpgen_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
+export MWPGEN_HOME="$_mwpgen_root"
 export PREFECT_HOME="${PREFECT_HOME:-$_mwpgen_root/.prefect}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="${PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS:-90}"

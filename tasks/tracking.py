@@ -102,3 +102,42 @@ def stage_run(name: str, parent_run_id: str | None = None, tags: dict[str, str] 
         status = "FINISHED"
     finally:
         c.set_terminated(run.info.run_id, status)
+
+
+def get_or_create_run(name: str, key: str, parent_run_id: str | None) -> str:
+    """The run tagged `mwpgen.key = key` under `parent_run_id` (None: top level), created on first use.
+
+    Stages run as separate processes (one per DVC stage), so the model x dataset and fold runs they share are
+    found by tag rather than held in memory: train, generate and evaluate of one fold all log to one fold run.
+    """
+    c = client()
+    exp = experiment_id(c)
+    parent_filter = f"tags.mlflow.parentRunId = '{parent_run_id}'" if parent_run_id else None
+    query = f"tags.`mwpgen.key` = '{key}'" + (f" and {parent_filter}" if parent_filter else "")
+    for run in c.search_runs([exp], query, max_results=50, order_by=["attributes.start_time DESC"]):
+        if parent_run_id or "mlflow.parentRunId" not in run.data.tags:
+            return run.info.run_id
+    tags = {"mwpgen.key": key}
+    if parent_run_id:
+        tags["mlflow.parentRunId"] = parent_run_id
+    return c.create_run(exp, run_name=name, tags=tags).info.run_id
+
+
+@contextmanager
+def fold_run(model: str, dataset: str, fold: int, stage: str) -> Iterator[StageRun]:
+    """Log `stage` into the run pipeline -> `model x dataset` -> `fold k` (nesting by explicit parent ids)."""
+    pipeline = os.environ.get(PARENT_ENV) or None
+    group = get_or_create_run(f"{model} x {dataset}", f"{model}/{dataset}", pipeline)
+    run_id = get_or_create_run(f"fold {fold}", f"{model}/{dataset}/fold{fold}", group)
+    c = client()
+    for rid in (group, run_id):
+        c.update_run(rid, status="RUNNING")
+    status = "FAILED"
+    try:
+        run = StageRun(c, run_id)
+        run.tag(f"mwpgen.stage.{stage}", "done")
+        yield run
+        status = "FINISHED"
+    finally:
+        for rid in (run_id, group):
+            c.set_terminated(rid, status)

@@ -1,0 +1,59 @@
+"""Stage `preprocess`: number masking (num1, num2, ... in text order), equations as `x = ...` symbol sequences,
+a quarantine file per dataset for records that cannot be represented, and the paper's Table 1 statistics."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.common import PROJECT_ROOT, params_or_exit, stage_args
+from mwpgen.config import DATASETS, PreprocessParams
+from mwpgen.datasets import read_arithmetic, read_mawps, read_translated_math23k
+from mwpgen.io import write_json, write_jsonl
+from mwpgen.preprocess import PAPER_TABLE1, dataset_stats, preprocess_problems
+from tasks.tracking import stage_run
+
+RAW = PROJECT_ROOT / "data" / "raw"
+PROCESSED = PROJECT_ROOT / "data" / "processed"
+QUARANTINE = PROJECT_ROOT / "data" / "quarantine"
+STATS = PROJECT_ROOT / "metrics" / "data_stats.json"
+
+READERS = {
+    "arithmetic": lambda: read_arithmetic(RAW / "arithmetic" / "questions.json"),
+    "mawps": lambda: read_mawps(RAW / "mawps" / "MAWPS.json"),
+    "math23k": lambda: read_translated_math23k(PROJECT_ROOT / "data" / "translated" / "math23k.jsonl"),
+}
+
+
+@task(cache_policy=NO_CACHE)
+def preprocess_dataset(dataset: str, constants: list[float]) -> dict:
+    log = get_run_logger()
+    problems = READERS[dataset]()
+    records, quarantined = preprocess_problems(problems, constants)
+    write_jsonl(PROCESSED / f"{dataset}.jsonl", records)
+    write_jsonl(QUARANTINE / f"{dataset}.jsonl", quarantined)
+    reasons = Counter(q["reason"] for q in quarantined)
+    log.info("%s: %d problems, %d kept, %d quarantined %s", dataset, len(problems), len(records),
+             len(quarantined), dict(reasons))
+    return dataset_stats(records, len(problems), quarantined)
+
+
+@flow(name="preprocess")
+def preprocess(params: PreprocessParams) -> dict:
+    with stage_run("preprocess") as run:
+        run.params(params.model_dump())
+        stats = {}
+        for dataset in DATASETS:
+            stats[dataset] = {"ours": preprocess_dataset(dataset, params.constants), "paper": PAPER_TABLE1[dataset]}
+            flat = {f"{dataset}.{k}": v for k, v in stats[dataset]["ours"].items() if isinstance(v, (int, float))}
+            run.metrics(flat)
+        write_json(STATS, stats)
+        for path in (STATS, PROCESSED, QUARANTINE):
+            run.artifact(path, None if path.is_file() else path.name)
+    return stats
+
+
+if __name__ == "__main__":
+    preprocess(params_or_exit(stage_args(__doc__).params).preprocess)

