@@ -1,0 +1,120 @@
+"""Integration: the data stages through the pipeline flow (`dvc repro` under a parent MLflow run) on the real
+mirror, in a scratch copy of the project."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
+DATA_STAGES = ["download", "translate", "preprocess", "split"]
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not (MIRROR / "math23k" / "Math_23K.json").exists(), reason=f"no data mirror at {MIRROR}"),
+]
+
+
+def _copy_project(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    for rel in files:
+        if (ROOT / rel).is_file() and not rel.startswith(("metrics/", "dvc.lock")):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, dest / rel)
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("project")
+    _copy_project(dest)
+    env = {**os.environ, "MWPGEN_MIRROR": str(MIRROR), "PREFECT_HOME": str(dest / ".prefect"),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", "DVC_NO_ANALYTICS": "1",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "MLFLOW_DISABLE_TELEMETRY": "true",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("MWPGEN_PARENT_RUN_ID", None)
+    return dest, env
+
+
+def run(cmd, project, check=True):
+    dest, env = project
+    proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def ran_stages(output: str) -> list[str]:
+    return [s for s in DATA_STAGES if f"Running stage '{s}'" in output]
+
+
+def test_pipeline_builds_the_data_stages(project):
+    dest, _ = project
+    proc = run([sys.executable, "-m", "flows.pipeline", *DATA_STAGES], project)
+    assert ran_stages(proc.stdout + proc.stderr) == DATA_STAGES
+    stats = json.loads((dest / "metrics" / "data_stats.json").read_text())
+    assert {d: stats[d]["ours"]["mwps"] for d in stats} == {"arithmetic": 1492, "mawps": 2373, "math23k": 23162}
+    for d, s in stats.items():
+        assert s["ours"]["quarantined"] / s["ours"]["mwps"] < 0.02, d
+        lines = (dest / "data" / "processed" / f"{d}.jsonl").read_text().splitlines()
+        quarantined = (dest / "data" / "quarantine" / f"{d}.jsonl").read_text().splitlines()
+        assert len(lines) + len(quarantined) == s["ours"]["mwps"]  # nothing silently dropped
+    for d in stats:
+        folds = json.loads((dest / "data" / "splits" / f"{d}.json").read_text())["folds"]
+        assert len(folds) == 5 and sum(map(len, folds)) == stats[d]["ours"]["kept"]
+    assert json.loads((dest / "metrics" / "translate.json").read_text())["untranslated"] == 0
+
+
+def test_stage_runs_are_children_of_the_pipeline_run(project):
+    dest, _ = project
+    db = sqlite3.connect(dest / "mlflow.db")
+    runs = dict(db.execute("select run_uuid, name from runs").fetchall())
+    parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
+    pipeline = [r for r, name in runs.items() if name == "pipeline"]
+    assert len(pipeline) == 1
+    children = sorted(runs[r] for r, p in parents.items() if p == pipeline[0])
+    assert children == sorted(DATA_STAGES)
+    split_run = next(r for r, name in runs.items() if name == "split" and parents.get(r) == pipeline[0])
+    params = dict(db.execute("select key, value from params where run_uuid = ?", [split_run]).fetchall())
+    assert params["n_folds"] == "5"
+
+
+def test_second_repro_is_a_noop(project):
+    proc = run(["dvc", "repro", *DATA_STAGES], project)
+    assert ran_stages(proc.stdout) == [] and "up to date" in proc.stdout
+
+
+def test_split_param_change_reruns_only_split(project):
+    dest, _ = project
+    params = dest / "params.yaml"
+    params.write_text(params.read_text().replace("seed: 2021", "seed: 7"))
+    proc = run(["dvc", "repro", *DATA_STAGES], project)
+    assert ran_stages(proc.stdout) == ["split"]
+
+
+def test_corrupt_raw_file_is_named_and_nothing_is_lost(project):
+    dest, _ = project
+    raw = dest / "data" / "raw" / "mawps" / "MAWPS.json"
+    processed = {p.name: p.read_bytes() for p in (dest / "data" / "processed").iterdir()}
+    raw.chmod(0o644)
+    raw.write_bytes(raw.read_bytes()[:5000])  # truncated mid-record
+    proc = run([sys.executable, "-m", "flows.preprocess"], project, check=False)
+    assert proc.returncode != 0
+    assert "data/raw/mawps/MAWPS.json:" in proc.stdout + proc.stderr  # file:line:col named
+    assert {p.name: p.read_bytes() for p in (dest / "data" / "processed").iterdir()} == processed
+    # dvc repro sees the raw file changed; download re-verifies it against its sha256 and restores it.
+    proc = run(["dvc", "repro", *DATA_STAGES], project)
+    assert "download" in ran_stages(proc.stdout)
+    assert json.loads((dest / "metrics" / "download.json").read_text())["mawps/MAWPS.json"]["origin"] == "mirror"
+    assert {p.name: p.read_bytes() for p in (dest / "data" / "processed").iterdir()} == processed
