@@ -1,18 +1,28 @@
-"""What every stage flow does first: validate params.yaml (before any work) and open its MLflow run."""
+"""What every stage flow does first: validate params.yaml (before any work) and read its matrix arguments."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from mwpgen.config import Params, ParamsError, load_params
+from mwpgen.config import DATASETS, Params, ParamsError, load_params
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DATA = PROJECT_ROOT / "data"
+GENERATORS = ("gpt", "gpt_pre")  # the paper's GPT (random init) and GPT-pre (pre-trained) baselines
+EVALUATOR = "mwp2eq"  # the independent parser that judges ACC-eq
 
 
-def stage_args(description: str) -> argparse.Namespace:
+def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
+               models: tuple[str, ...] = ()) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--params", default="params.yaml", help="parameters file (validated before any work)")
+    if models:
+        parser.add_argument("--model", required=True, choices=models)
+    if dataset:
+        parser.add_argument("--dataset", required=True, choices=DATASETS)
+    if fold:
+        parser.add_argument("--fold", required=True, type=int)
     return parser.parse_args()
 
 
@@ -21,3 +31,8 @@ def params_or_exit(path: str) -> Params:
         return load_params(path)
     except ParamsError as e:
         raise SystemExit(f"error: {e}") from None
+
+
+def fold_name(model: str | None, dataset: str, fold: int) -> str:
+    """Relative path piece shared by every per-fold output: `<model>/<dataset>/fold<k>`."""
+    return f"{model + '/' if model else ''}{dataset}/fold{fold}"

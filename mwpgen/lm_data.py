@@ -21,6 +21,8 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
+from mwpgen.keywords import keyword_dropout
+
 GENERATOR_TEMPLATE = "equation: {equation} context: {context} problem:"
 PARSER_PREFIX, PARSER_SUFFIX = "problem: ", " equation:"
 PARSER_TEMPLATE = PARSER_PREFIX + "{problem}" + PARSER_SUFFIX
@@ -32,6 +34,7 @@ IGNORE_INDEX = -100  # torch cross_entropy's ignore_index: no loss on prompt or 
 class LMExample:
     prompt: str
     target: str
+    kind: str = "generator"  # "generator" | "parser": decides what truncation may cut
 
 
 def generator_prompt(equation: str, keywords: Sequence[str]) -> str:
@@ -47,15 +50,7 @@ def generator_example(equation: str, keywords: Sequence[str], problem: str) -> L
 
 
 def parser_example(problem: str, equation: str) -> LMExample:
-    return LMExample(parser_prompt(problem), equation)
-
-
-def keyword_dropout(keywords: Sequence[str], rng: random.Random, p: float = KEYWORD_DROPOUT) -> list[str]:
-    """Drop each keyword independently with prob p, then shuffle: robustness to the number and
-    order of context keywords (supplementary "Training Details")."""
-    kept = [k for k in keywords if rng.random() >= p]
-    rng.shuffle(kept)
-    return kept
+    return LMExample(parser_prompt(problem), equation, kind="parser")
 
 
 def generator_epochs(
@@ -72,7 +67,7 @@ def generator_epochs(
     def for_epoch(epoch: int) -> list[LMExample]:
         rng = random.Random(f"{seed}:{epoch}")
         return [
-            generator_example(r["equation"], keyword_dropout(keywords.get(r["id"], ()), rng, p), r["text"])
+            generator_example(r["equation"], keyword_dropout(keywords.get(r["id"], ()), p, rng=rng), r["text"])
             for r in records
         ]
 
@@ -101,14 +96,13 @@ def encode_example(tokenizer, example: LMExample, max_length: int) -> dict[str, 
     """
     prompt, target = encode_prompt(tokenizer, example.prompt), _encode_target(tokenizer, example.target)
     target = target + [tokenizer.eos_token_id]
-    is_parser = example.prompt.startswith(PARSER_PREFIX) and example.prompt.endswith(PARSER_SUFFIX)
-    if is_parser:  # drop trailing problem words (re-encoding, so boundaries match generation)
+    if example.kind == "parser":  # drop trailing problem words (re-encoding, so boundaries match generation)
         words = example.prompt[len(PARSER_PREFIX) : -len(PARSER_SUFFIX)].split()
         while len(prompt) + len(target) > max_length and words:
             words = words[: -max(1, (len(prompt) + len(target) - max_length) // 2)]
             prompt = encode_prompt(tokenizer, parser_prompt(" ".join(words)))
     elif len(prompt) + len(target) > max_length:
-        target = target[: max_length - len(prompt)]
+        target = target[: max(0, max_length - len(prompt))]
     if not target or len(prompt) + len(target) > max_length:
         raise ValueError(f"max_length={max_length} too small for example with prompt {example.prompt!r}")
     return {"input_ids": prompt + target, "labels": [IGNORE_INDEX] * len(prompt) + target}

@@ -4,6 +4,7 @@ These are reference figures for side-by-side display next to this reproduction's
 used as results, inputs, thresholds or fallbacks anywhere in the pipeline.
 
 Sources (``shared/paper/wang-lan-baraniuk-2021-mwp-generation.tex``):
+- ``TABLE1``: Table 1 (tab:data), #MWPs, average words per MWP and symbols per equation.
 - ``TABLE2``: Table 2 (tab:quant-results), language quality and ACC-eq, 5-fold cross-validation averages.
 - ``ORACLE_ACC_EQ``: the bracketed numbers under ACC-eq in Table 2 (mwp2eq accuracy on ground-truth MWPs).
 - ``TABLE3_PERCENT_NOVEL``: Table 3 (tab:unique), % of generated MWPs not present in the training data
@@ -19,6 +20,13 @@ from __future__ import annotations
 from typing import Final
 
 DATASETS: Final = ("arithmetic", "mawps", "math23k")
+
+# TABLE1[dataset]: Table 1 (tab:data), dataset statistics.
+TABLE1: Final[dict[str, dict[str, float]]] = {
+    "arithmetic": {"mwps": 1492, "avg_words": 29.89, "avg_symbols": 8.05},
+    "mawps": {"mwps": 2373, "avg_words": 31.25, "avg_symbols": 8.16},
+    "math23k": {"mwps": 23162, "avg_words": 35.23, "avg_symbols": 8.78},
+}
 TABLE2_METRICS: Final = ("bleu4", "meteor", "rouge_l", "acc_eq")
 
 # TABLE2[model][dataset][metric]

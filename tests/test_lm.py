@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from mwpgen import lm_data
+from mwpgen.keywords import keyword_dropout
 from mwpgen.generate import generate_problems, parse_equations
 from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
 from mwpgen.lm_data import IGNORE_INDEX, LMExample, encode_example, generator_example, parser_example
@@ -85,13 +86,15 @@ def test_truncation_keeps_prompt_equation_and_parser_target(tiny_dir):
     assert tok.decode(enc["input_ids"][: -len(eq_ids)]).endswith("equation :")
     with pytest.raises(ValueError):
         encode_example(tok, GEN[1], max_length=n_prompt)
+    with pytest.raises(ValueError):  # prompt longer than max_length: never cut the equation
+        encode_example(tok, GEN[1], max_length=n_prompt - 2)
 
 
 def test_keyword_dropout_seeded_and_fresh_per_epoch():
     epochs = lm_data.generator_epochs(RECORDS * 5, KEYWORDS, seed=3)
     assert epochs(0) == epochs(0)
     assert epochs(0) != epochs(1)
-    kept = [len(lm_data.keyword_dropout(["a", "b", "c", "d", "e"], random.Random(i))) for i in range(400)]
+    kept = [len(keyword_dropout(["a", "b", "c", "d", "e"], rng=random.Random(i))) for i in range(400)]
     assert 3.2 < sum(kept) / len(kept) < 3.8  # E = 5 * 0.7
     assert "equation: x = ( num1 - num2 ) context:" in epochs(0)[0].prompt
 

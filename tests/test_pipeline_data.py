@@ -4,17 +4,12 @@ mirror, in a scratch copy of the project."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sqlite3
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import MIRROR, copy_project, run_in, scratch_env
 
-ROOT = Path(__file__).resolve().parent.parent
-MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
 DATA_STAGES = ["download", "translate", "preprocess", "split"]
 
 pytestmark = [
@@ -23,36 +18,16 @@ pytestmark = [
 ]
 
 
-def _copy_project(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for rel in files:
-        if (ROOT / rel).is_file() and not rel.startswith(("metrics/", "dvc.lock")):
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True)
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     dest = tmp_path_factory.mktemp("project")
-    _copy_project(dest)
-    env = {**os.environ, "MWPGEN_MIRROR": str(MIRROR), "PREFECT_HOME": str(dest / ".prefect"),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", "DVC_NO_ANALYTICS": "1",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "MLFLOW_DISABLE_TELEMETRY": "true",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    env.pop("MWPGEN_PARENT_RUN_ID", None)
-    return dest, env
+    copy_project(dest)
+    return dest, scratch_env(dest)
 
 
 def run(cmd, project, check=True):
     dest, env = project
-    proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=900)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
+    return run_in(dest, env, cmd, check)
 
 
 def ran_stages(output: str) -> list[str]:

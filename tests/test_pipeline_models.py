@@ -1,0 +1,121 @@
+"""End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre) -> generate -> evaluate -> report, with a
+tiny randomly initialised model on tiny synthetic data, in a scratch copy of the project."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import sqlite3
+import subprocess
+
+import pytest
+import yaml
+from conftest import copy_project, run_in, scratch_env
+
+from mwpgen.io import write_json, write_jsonl
+from mwpgen.lm import tiny_model_dir
+from mwpgen.lm_data import GENERATOR_TEMPLATE, PARSER_TEMPLATE
+from mwpgen.splits import seeded_folds
+
+STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt-arithmetic-0",
+          "train@gpt_pre-arithmetic-0", "generate@gpt-arithmetic-0", "generate@gpt_pre-arithmetic-0",
+          "evaluate@gpt-arithmetic-0", "evaluate@gpt_pre-arithmetic-0", "report"]
+TEMPLATES = [
+    ("{a} has num1 {o} . {b} gives {a} num2 more {o} . How many {o} does {a} have now ?", "x = num1 + num2"),
+    ("{a} had num1 {o} . {a} gave num2 {o} to {b} . How many {o} does {a} have left ?", "x = num1 - num2"),
+    ("{a} buys num1 boxes of {o} . Each box holds num2 {o} . How many {o} does {a} have ?", "x = num1 * num2"),
+]
+NAMES, OBJECTS = ["Joan", "Sam", "Mike", "Sara", "Tim"], ["apples", "pencils", "marbles", "cookies"]
+
+
+def synthetic_records(n: int = 40) -> list[dict]:
+    rng = random.Random(0)
+    out = []
+    for i in range(n):
+        template, equation = TEMPLATES[i % len(TEMPLATES)]
+        a, b = rng.sample(NAMES, 2)
+        text = template.format(a=a, b=b, o=rng.choice(OBJECTS))
+        out.append({"id": str(i + 1), "dataset": "arithmetic", "text": text, "equation": equation,
+                    "numbers": ["3", "4"], "source_text": text, "source_equation": equation})
+    return out
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("project")
+    copy_project(dest)
+    records = synthetic_records()
+    write_jsonl(dest / "data" / "processed" / "arithmetic.jsonl", records)
+    write_json(dest / "data" / "splits" / "arithmetic.json",
+               {"dataset": "arithmetic", "n_folds": 5, "seed": 1, "method": "seeded",
+                "folds": seeded_folds(records, 5, 1)})
+    corpus = [r["text"] + " " + r["equation"] for r in records] + [GENERATOR_TEMPLATE, PARSER_TEMPLATE]
+    tiny_model_dir(dest / "tiny-model", corpus)
+    params = yaml.safe_load((dest / "params.yaml").read_text())
+    params["experiment"].update(datasets=["arithmetic"], folds=[0], max_train=0, max_test=0)
+    params["train"].update(model=str(dest / "tiny-model"), log_every=5)
+    for kind in ("generator", "parser"):
+        params["train"][kind].update(max_steps=40, batch_size=8, lr=3e-3, max_train=0)
+    params["generate"].update(max_new_tokens=24, batch_size=4)
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    env = scratch_env(dest)
+    # A parent run, as flows.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.
+    parent = run_in(dest, env, ["python", "-c", "from tasks.tracking import client, experiment_id; c = client(); "
+                                "print(c.create_run(experiment_id(c), run_name='pipeline').info.run_id)"]).stdout.split()[-1]
+    env["MWPGEN_PARENT_RUN_ID"] = parent
+    proc = run_in(dest, env, ["dvc", "repro", "--single-item", *STAGES], timeout=1200)
+    return dest, env, parent, proc.stdout
+
+
+def test_every_model_stage_ran(project):
+    _, _, _, output = project
+    for stage in STAGES:
+        assert f"Running stage '{stage}'" in output
+
+
+def test_generation_table_and_scores(project):
+    dest = project[0]
+    with open(dest / "results" / "generations" / "gpt_pre" / "arithmetic" / "fold0.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0]) == ["fold", "id", "equation", "context", "reference", "generated"]
+    test_ids = json.loads((dest / "data" / "splits" / "arithmetic.json").read_text())["folds"][0]
+    assert sorted(r["id"] for r in rows) == sorted(test_ids)
+    scores = json.loads((dest / "results" / "scores" / "gpt" / "arithmetic" / "fold0.json").read_text())
+    for key in ("bleu4", "meteor", "rouge_l", "acc_eq", "novelty", "acc_eq_novel", "dist3"):
+        assert key in scores
+    oracle = json.loads((dest / "metrics" / "train" / "mwp2eq" / "arithmetic" / "fold0.json").read_text())
+    assert 0.0 <= oracle["oracle_acc_eq"] <= 1.0 and oracle["n_test"] == len(test_ids)
+
+
+def test_report_tables_and_dvc_metrics(project):
+    dest, env = project[0], project[1]
+    for name in ("table2", "table3"):
+        for ext in ("md", "csv", "tex"):
+            assert (dest / "reports" / f"{name}.{ext}").stat().st_size > 0
+    table2 = (dest / "reports" / "table2.md").read_text()
+    for row in ("GPT (ours)", "GPT-pre (ours)", "GPT-pre (paper)", "mwp2eq oracle ACC-eq (ours)"):
+        assert row in table2
+    assert "0.316" in table2  # the paper's GPT-pre BLEU-4 on Arithmetic, shown for reference
+    shown = run_in(dest, env, ["dvc", "metrics", "show", "metrics/report.json"]).stdout
+    assert "gpt_pre.arithmetic.bleu4" in shown
+
+
+def test_mlflow_nesting_pipeline_model_dataset_fold(project):
+    dest, _, parent, _ = project
+    db = sqlite3.connect(dest / "mlflow.db")
+    names = dict(db.execute("select run_uuid, name from runs").fetchall())
+    parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
+    groups = {names[r] for r, p in parents.items() if p == parent}
+    assert {"gpt x arithmetic", "gpt_pre x arithmetic", "mwp2eq x arithmetic"} <= groups
+    group = next(r for r, p in parents.items() if p == parent and names[r] == "gpt_pre x arithmetic")
+    folds = [r for r, p in parents.items() if p == group]
+    assert [names[r] for r in folds] == ["fold 0"]
+    logged = {k for (k,) in db.execute("select key from metrics where run_uuid = ?", folds)}
+    assert {"train_loss", "bleu4", "acc_eq", "problems_per_s"} <= logged  # train, generate, evaluate in one run
+
+
+def test_second_repro_of_model_stages_is_a_noop(project):
+    dest, env = project[0], project[1]
+    proc = run_in(dest, env, ["dvc", "status", *STAGES])
+    assert "changed" not in proc.stdout, proc.stdout
