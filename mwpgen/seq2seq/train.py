@@ -1,0 +1,322 @@
+"""Training loop, data preparation and checkpoints for the seq2seq baselines.
+
+Paper settings (supplementary Table "Model configurations"; the paper trained with OpenNMT-py, whose
+defaults fill in what the table leaves out):
+- seq2seq-rnn / seq2seq-attn-rnn: Adagrad lr 0.15 (initial accumulator 0.1, as OpenNMT's recipe that uses
+  Adagrad 0.15), batch 64 examples, gradient norm clipped at 5, loss summed over tokens and divided by the
+  number of sentences (OpenNMT -normalization sents), dropout 0.3.
+- seq2seq-transformer: Adam (betas 0.9/0.998, eps 1e-9) with the Noam schedule, factor 2, warm-up 8000
+  (OpenNMT's transformer recipe), batches of ~4,096 tokens, label smoothing 0.1, loss per token, no clipping.
+- 5,000 steps (15,000 for Math23K). Training examples get fresh keyword dropout (p 0.3 + permutation) every
+  epoch (supplementary "Training Details").
+
+A checkpoint is a folder: model.safetensors (state dict), config.json (model constructor arguments + training
+summary), src_vocab.json, tgt_vocab.json; written into a temp folder beside it, then renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from mwpgen.io import DataFormatError
+from mwpgen.keywords import keyword_dropout
+
+from .decode import pad_batch
+from .rnn import Seq2SeqRNN
+from .transformer import Seq2SeqTransformer, noam_scheduler
+from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocab, source_tokens, target_tokens
+
+Example = tuple[list[int], list[int]]  # (source ids, target ids), no <bos>/<eos>
+Examples = Sequence[Example] | Callable[[int], Sequence[Example]]
+
+KEYWORD_DROPOUT = 0.3
+CHECKPOINT_FORMAT = "mwpgen-seq2seq/1"
+
+MODEL_PRESETS: dict[str, dict[str, Any]] = {
+    # 2-layer LSTM with attention: the paper's "seq2seq-rnn" (see rnn.py on why attention is on).
+    "seq2seq-rnn": {"kind": "rnn", "emb_dim": 300, "hidden": 512, "layers": 2, "attention": "general",
+                    "dropout": 0.3},
+    "seq2seq-attn-rnn": {"kind": "rnn", "emb_dim": 300, "hidden": 512, "layers": 1, "attention": "general",
+                         "dropout": 0.3},
+    "seq2seq-transformer": {"kind": "transformer", "d_model": 512, "heads": 8, "layers": 6, "ff": 2048,
+                            "dropout": 0.1},
+}
+_RNN_TRAIN = {"optimizer": "adagrad", "lr": 0.15, "adagrad_init": 0.1, "batch_size": 64, "batch_type": "examples",
+              "max_grad_norm": 5.0, "label_smoothing": 0.0, "normalization": "sents"}
+TRAIN_PRESETS: dict[str, dict[str, Any]] = {
+    "seq2seq-rnn": dict(_RNN_TRAIN),
+    "seq2seq-attn-rnn": dict(_RNN_TRAIN),
+    "seq2seq-transformer": {"optimizer": "noam", "lr": 2.0, "warmup_steps": 8000, "batch_size": 4096,
+                            "batch_type": "tokens", "max_grad_norm": 0.0, "label_smoothing": 0.1,
+                            "normalization": "tokens"},
+}
+
+
+def paper_steps(dataset: str) -> int:
+    """Training steps of the table: 15,000 for Math23K, 5,000 otherwise."""
+    return 15000 if dataset == "math23k" else 5000
+
+
+def build_model(config: Mapping[str, Any], *, seed: int | None = None) -> torch.nn.Module:
+    """Model from a config dict ("kind" + constructor arguments, incl. the vocabulary sizes). With `seed`, the
+    initial weights depend only on it (the global RNG is left as it was)."""
+    config = dict(config)
+    kind = config.pop("kind")
+    cls = {"rnn": Seq2SeqRNN, "transformer": Seq2SeqTransformer}.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown seq2seq model kind {kind!r}")
+    with torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(seed)
+        return cls(**config)
+
+
+# ---------------------------------------------------------------- data
+
+def encode_example(src_vocab: Vocab, tgt_vocab: Vocab, equation: str, keywords: Sequence[str], text: str) -> Example:
+    return src_vocab.encode(source_tokens(equation, keywords)), tgt_vocab.encode(target_tokens(text))
+
+
+def training_epochs(records: Sequence[Mapping[str, str]], keywords: Mapping[str, Sequence[str]], src_vocab: Vocab,
+                    tgt_vocab: Vocab, *, p: float = KEYWORD_DROPOUT, seed: int = 0) -> Callable[[int], list[Example]]:
+    """`epoch -> examples` with fresh keyword dropout per epoch, reproducible from (seed, epoch)."""
+
+    def for_epoch(epoch: int) -> list[Example]:
+        rng = random.Random(f"{seed}:{epoch}")
+        return [encode_example(src_vocab, tgt_vocab, r["equation"],
+                               keyword_dropout(keywords.get(r["id"], ()), p, rng=rng), r["text"]) for r in records]
+
+    return for_epoch
+
+
+def make_batches(examples: Sequence[Example], *, batch_size: int, batch_type: str,
+                 rng: random.Random) -> list[list[int]]:
+    """Index batches for one epoch.
+
+    "examples": shuffled, `batch_size` examples each. "tokens": like OpenNMT's token batching, examples are
+    shuffled, sorted by length within pools (less padding), packed while n_examples * longest side (source, or
+    target + 1 for <bos>/<eos>) stays within `batch_size` padded tokens, and the batches shuffled.
+    """
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    if batch_type == "examples":
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    if batch_type != "tokens":
+        raise ValueError(f"batch_type must be 'examples' or 'tokens', got {batch_type!r}")
+
+    def size(i: int) -> int:
+        src, tgt = examples[i]
+        return max(len(src), len(tgt) + 1)
+
+    batches: list[list[int]] = []
+    pool = 128 * max(1, batch_size // 32)  # ~ a few dozen batches per pool
+    for start in range(0, len(order), pool):
+        current: list[int] = []
+        longest = 0
+        for i in sorted(order[start : start + pool], key=size):
+            longest_if_added = max(longest, size(i))
+            if current and (len(current) + 1) * longest_if_added > batch_size:
+                batches.append(current)
+                current, longest_if_added = [], size(i)
+            current.append(i)
+            longest = longest_if_added
+        if current:
+            batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(batch: Sequence[Example],
+            device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(src (B, S), tgt_in = <bos> + target, tgt_out = target + <eos>), right-padded with <pad>."""
+    src = pad_batch([s for s, _ in batch], device)
+    tgt_in = pad_batch([[BOS_ID, *t] for _, t in batch], device)
+    tgt_out = pad_batch([[*t, EOS_ID] for _, t in batch], device)
+    return src, tgt_in, tgt_out
+
+
+def seq2seq_loss(logits: torch.Tensor, tgt_out: torch.Tensor, *,
+                 label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(training loss summed over target tokens, plain NLL summed, number of target tokens); <pad> ignored.
+    Label smoothing as torch's cross_entropy: (1 - eps) * NLL + eps * mean over the vocabulary of -log p."""
+    logp = torch.log_softmax(logits.float(), -1)
+    mask = tgt_out != PAD_ID
+    nll = -logp.gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)
+    nll_sum = nll.masked_select(mask).sum()
+    if label_smoothing > 0:
+        smooth = -logp.mean(-1)
+        loss = (1 - label_smoothing) * nll_sum + label_smoothing * smooth.masked_select(mask).sum()
+    else:
+        loss = nll_sum
+    return loss, nll_sum.detach(), int(mask.sum())
+
+
+# ---------------------------------------------------------------- training
+
+def _optimizer(model: torch.nn.Module, name: str, lr: float, *, warmup_steps: int, adagrad_init: float):
+    params = [p for p in model.parameters() if p.requires_grad]
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr, initial_accumulator_value=adagrad_init), None
+    if name == "noam":
+        opt = torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.998), eps=1e-9)
+        d_model = model.config.get("d_model") or model.config.get("hidden")
+        return opt, noam_scheduler(opt, d_model=d_model, warmup=warmup_steps, factor=lr)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.998), eps=1e-9), None
+    raise ValueError(f"optimizer must be 'adagrad', 'noam' or 'adam', got {name!r}")
+
+
+def train_seq2seq(
+    model: torch.nn.Module,
+    examples: Examples,
+    *,
+    steps: int,
+    optimizer: str = "adagrad",
+    lr: float = 0.15,
+    batch_size: int = 64,
+    batch_type: str = "examples",
+    warmup_steps: int = 8000,
+    adagrad_init: float = 0.1,
+    max_grad_norm: float = 5.0,
+    label_smoothing: float = 0.0,
+    normalization: str = "sents",
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    log_every: int = 50,
+    on_log: Callable[[dict], None] | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    vocabs: tuple[Vocab, Vocab] | None = None,
+) -> dict[str, Any]:
+    """Train for `steps` optimizer steps (epochs restart as needed; `examples` may be `epoch -> examples` for
+    fresh keyword dropout). optimizer: "adagrad" (lr = learning rate), "noam" (Adam + Noam, lr = the factor),
+    or "adam" (constant lr). batch_type "examples" | "tokens" (batch_size = padded tokens). normalization:
+    "sents" (loss sum / batch size, OpenNMT's RNN default) or "tokens" (per target token).
+    If `checkpoint_dir` is given, `vocabs` = (src_vocab, tgt_vocab) must be too; the checkpoint is written at
+    the end. Returns {"losses": per-step NLL per token, "log", "steps", "epochs", "tokens", "wall_time_s",
+    "checkpoint_dir"}."""
+    if checkpoint_dir is not None and vocabs is None:
+        raise ValueError("saving a checkpoint needs vocabs=(src_vocab, tgt_vocab)")
+    if normalization not in ("sents", "tokens"):
+        raise ValueError(f"normalization must be 'sents' or 'tokens', got {normalization!r}")
+    device = torch.device(device)
+    torch.manual_seed(seed)  # dropout masks
+    rng = random.Random(seed)  # batch order
+    model.to(device).train()
+    opt, scheduler = _optimizer(model, optimizer, lr, warmup_steps=warmup_steps, adagrad_init=adagrad_init)
+    get_examples = examples if callable(examples) else (lambda _epoch: examples)
+
+    losses: list[float] = []
+    log: list[dict] = []
+    step = epoch = total_tokens = 0
+    window_nll, window_tokens, window_examples = 0.0, 0, 0
+    t_start = t_window = time.perf_counter()
+    while step < steps:
+        data = get_examples(epoch)
+        if not data:
+            raise ValueError("no training examples")
+        for idx in make_batches(data, batch_size=batch_size, batch_type=batch_type, rng=rng):
+            if step >= steps:
+                break
+            src, tgt_in, tgt_out = collate([data[i] for i in idx], device)
+            loss, nll, n_tok = seq2seq_loss(model(src, tgt_in), tgt_out, label_smoothing=label_smoothing)
+            (loss / (len(idx) if normalization == "sents" else max(1, n_tok))).backward()
+            if max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            lr_now = opt.param_groups[0]["lr"]  # the rate this step used
+            if scheduler is not None:
+                scheduler.step()
+            step += 1
+            nll_value = nll.item()
+            losses.append(nll_value / max(1, n_tok))
+            window_nll += nll_value
+            window_tokens += n_tok
+            window_examples += len(idx)
+            total_tokens += n_tok
+            if step % log_every == 0 or step == steps:
+                elapsed = max(time.perf_counter() - t_window, 1e-9)
+                token_nll = window_nll / max(1, window_tokens)
+                record = {"step": step, "epoch": epoch, "loss": token_nll, "ppl": math.exp(min(token_nll, 50.0)),
+                          "lr": lr_now, "tokens_per_s": window_tokens / elapsed,
+                          "examples_per_s": window_examples / elapsed}
+                log.append(record)
+                print(f"step {step}/{steps} ep {epoch} nll {token_nll:.4f} ppl {record['ppl']:.2f} "
+                      f"lr {lr_now:.3g} tok/s {record['tokens_per_s']:.0f}", flush=True)
+                if on_log is not None:
+                    on_log(record)
+                t_window, window_nll, window_tokens, window_examples = time.perf_counter(), 0.0, 0, 0
+        epoch += 1
+
+    model.eval()
+    wall = time.perf_counter() - t_start
+    summary = {"steps": step, "epochs": epoch, "tokens": total_tokens, "wall_time_s": wall,
+               "optimizer": optimizer, "lr": lr, "batch_size": batch_size, "batch_type": batch_type,
+               "warmup_steps": warmup_steps if optimizer == "noam" else None, "max_grad_norm": max_grad_norm,
+               "label_smoothing": label_smoothing, "normalization": normalization, "seed": seed,
+               "final_loss": losses[-1] if losses else None}
+    if checkpoint_dir is not None:
+        save_checkpoint(checkpoint_dir, model, *vocabs, training=summary)
+    return {"losses": losses, "log": log, **summary,
+            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else None}
+
+
+# ---------------------------------------------------------------- checkpoints
+
+def save_checkpoint(out_dir: str | os.PathLike, model: torch.nn.Module, src_vocab: Vocab, tgt_vocab: Vocab, *,
+                    training: Mapping[str, Any] | None = None) -> Path:
+    """Write the checkpoint folder atomically: a killed process leaves only a `.tmp-*` sibling."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the final folder should be an ordinary one
+    try:
+        # clone(): safetensors refuses tensors that share storage; contiguous CPU copies are always accepted.
+        save_file({k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()},
+                  str(tmp / "model.safetensors"))
+        config = {"format": CHECKPOINT_FORMAT, "model": model.config, "training": dict(training or {})}
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        src_vocab.save(tmp / "src_vocab.json")
+        tgt_vocab.save(tmp / "tgt_vocab.json")
+        old = None
+        if out_dir.exists():  # rename() cannot replace a non-empty folder: move the old one aside first
+            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
+            os.replace(out_dir, old / "d")
+        os.replace(tmp, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def load_checkpoint(ckpt_dir: str | os.PathLike,
+                    device: str | torch.device = "cpu") -> tuple[torch.nn.Module, Vocab, Vocab]:
+    """(model in eval mode, src_vocab, tgt_vocab) from a save_checkpoint folder."""
+    ckpt_dir = Path(ckpt_dir)
+    config_path = ckpt_dir / "config.json"
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataFormatError(config_path, f"invalid JSON ({e.msg})", e.lineno, e.colno) from e
+    if config.get("format") != CHECKPOINT_FORMAT:
+        raise DataFormatError(config_path, f"not a {CHECKPOINT_FORMAT} checkpoint (format {config.get('format')!r})")
+    src_vocab, tgt_vocab = Vocab.load(ckpt_dir / "src_vocab.json"), Vocab.load(ckpt_dir / "tgt_vocab.json")
+    model_cfg = config["model"]
+    if (model_cfg["src_vocab_size"], model_cfg["tgt_vocab_size"]) != (len(src_vocab), len(tgt_vocab)):
+        raise DataFormatError(ckpt_dir, "vocabulary files do not match the model's vocabulary sizes")
+    model = build_model(model_cfg)
+    model.load_state_dict(load_file(str(ckpt_dir / "model.safetensors")))
+    return model.to(device).eval(), src_vocab, tgt_vocab
