@@ -1,0 +1,237 @@
+"""Cost of one joint training step of "ours" vs one plain LM fine-tuning step, side by side.
+
+    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_joint_step.py --model tiny --steps 3
+    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_joint_step.py --model smollm2-135m --steps 5 --batch 8 --seq 128
+
+Arms (same generator, batch and generator sequence length; timed interleaved A B C A B C ... so that
+load drift on a shared machine hits all arms alike, median reported; one warm-up step each is not
+timed; memory is measured in one extra untimed step per arm):
+  plain   L_LM step of the generator on the text prompt "equation: E context: <all candidate words>
+          problem: M" (what train_lm does: forward, lm_loss, backward, clip, Adam step)
+  phase1  joint step 1: selector q_Psi + straight-through c + generator, L_LM + beta L_c
+  phase2  joint step 2: frozen selector forward + generator + Gumbel-softmax relaxation + mwp2eq on
+          the soft problem (L_eq) + mwp2eq on the real problem (its own NLL), two Adam steps
+The selector's context slot holds every candidate word, so the plain prompt lists the same words:
+both generator sequences have the same length (printed).
+
+Peak memory per step. CUDA: torch.cuda.max_memory_allocated() after reset_peak_memory_stats(),
+minus memory_allocated() before the step (activations, gradients, temporaries; weights and Adam
+state were allocated in the warm-up). CPU: a thread samples the process RSS (/proc/self/statm)
+every 0.2 ms during the step; peak minus the RSS just before the step, after malloc_trim(0) so freed
+heap is returned first. (tracemalloc does not see torch's allocator; getrusage's ru_maxrss is a
+process-lifetime high-water mark that cannot be reset between arms.) CPU numbers are approximate.
+
+FLOPs per step, 6 x params x tokens for each pass that trains its weights (2 forward + 4 backward);
+4 x params x tokens for mwp2eq on the soft problem, whose weights are frozen for L_eq (forward +
+input-gradient backward only); plus the relaxed embedding product m'_t E_Phi (V x D per soft token:
+2 forward + 2 backward) and the selector's attention (2 x 2 B T^2 D forward). "params" are matmul
+weights: an untied input embedding (a lookup) is left out, a tied one counts once (the LM head).
+Attention score FLOPs are ignored. Tokens are the non-padding tokens of each pass. The achieved
+FLOP rate is compared with a dense matmul (n x n, training dtype) measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from mwpgen.joint import JointConfig, JointExample, JointModels, encode_joint, joint_step, make_optimizers
+from mwpgen.lm import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm_data import collate, encode_example, generator_example, parser_example
+from mwpgen.selector import ContextSelector
+from mwpgen.train_lm import lm_loss
+
+EQUATION = "x = ( num1 - num2 ) - num3"
+SENTENCE = ("Joan found num1 seashells on the beach . She gave num2 of them to Tom and num3 to her sister . "
+            "How many seashells does Joan have left ?").split()
+
+
+def build_problem(tok, seq: int) -> str:
+    """Cycle SENTENCE until the joint generator sequence would exceed `seq` tokens."""
+    words: list[str] = []
+    while True:
+        longer = words + [SENTENCE[len(words) % len(SENTENCE)]]
+        enc = encode_joint(tok, JointExample(EQUATION, " ".join(longer)))
+        n = len(enc.prefix) + sum(e - s for s, e in enc.problem.heads) + len(enc.suffix) + len(enc.problem.ids) + 1
+        if n > seq:
+            return " ".join(words)
+        words = longer
+
+
+class RssPeak:
+    """Peak resident set size (bytes) above the level at entry, sampled by a thread (CPU only)."""
+
+    def __enter__(self):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except OSError:
+            pass
+        self.base = self.peak = self._rss()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+        return self
+
+    def _rss(self) -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096
+
+    def _watch(self):
+        while not self.stop.is_set():
+            self.peak = max(self.peak, self._rss())
+            time.sleep(0.0002)
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self.peak = max(self.peak, self._rss())
+        self.delta = self.peak - self.base
+
+
+def timed(fn, device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t
+
+
+def peak_memory(fn, device: torch.device) -> int:
+    """Peak extra bytes during one call (a separate, untimed call: the RSS sampler costs CPU time)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+    with RssPeak() as rss:
+        fn()
+    return rss.delta
+
+
+def matmul_flops(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> float:
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    times = []
+    for _ in range(reps):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return 2 * n**3 / min(times)
+
+
+def matmul_params(model) -> int:
+    n = sum(p.numel() for p in model.parameters())
+    emb, out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
+    return n if emb is out else n - emb.numel()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="tiny", help="tiny, smollm2-135m, an HF id or a local path")
+    ap.add_argument("--cache-dir", type=Path, default=DEFAULT_MODEL_CACHE)
+    ap.add_argument("--steps", type=int, default=3, help="timed steps per arm (after one warm-up)")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128, help="generator sequence length (prompt + context + problem)")
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--no-amp", action="store_true", help="fp32 on CUDA too (default: bf16 autocast on CUDA)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch CPU threads (default: 1 for tiny, whose ops are too small to split; else torch's)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads or (1 if args.model == "tiny" else torch.get_num_threads()))
+    torch.manual_seed(0)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    amp = torch.bfloat16 if device.type == "cuda" and not args.no_amp else None
+
+    tmp = tempfile.TemporaryDirectory()
+    if args.model == "tiny":
+        corpus = [" ".join(SENTENCE), generator_example(EQUATION, SENTENCE, " ".join(SENTENCE)).prompt,
+                  parser_example(" ".join(SENTENCE), EQUATION).prompt + " " + EQUATION]
+        spec = str(tiny_model_dir(Path(tmp.name) / "tiny", corpus))
+    else:
+        spec = DEFAULT_MODEL if args.model == "smollm2-135m" else args.model
+    gen, tok = load_model_and_tokenizer(spec, args.cache_dir, device=device)
+    parser, ptok = load_model_and_tokenizer(spec, args.cache_dir, device=device)
+    models = JointModels(gen, parser, tok, ContextSelector.from_model(gen).to(device))
+    models.check(ptok)
+
+    problem = build_problem(tok, args.seq)
+    examples = [JointExample(EQUATION, problem)] * args.batch
+    enc = encode_joint(tok, examples[0])
+    words = [enc.problem.words[enc.problem.word_of[s]] for s, _ in enc.problem.heads]
+    plain = collate([encode_example(tok, generator_example(EQUATION, words, problem), 10**6)] * args.batch,
+                    tok.pad_token_id)
+    plain = {k: v.to(device) for k, v in plain.items()}
+    real_parser = encode_example(tok, parser_example(problem, EQUATION), 10**6)
+    cfg = JointConfig(autocast_dtype=amp, max_problem_tokens=None, max_length=10**6)
+    joint_opts = make_optimizers(models)
+    plain_opt = torch.optim.AdamW(gen.parameters(), lr=5e-5, weight_decay=0.0)
+
+    def plain_step():
+        gen.train()
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            logits = gen(input_ids=plain["input_ids"], attention_mask=plain["attention_mask"]).logits
+            loss = lm_loss(logits, plain["labels"])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(gen.parameters(), 1.0)
+        plain_opt.step()
+        plain_opt.zero_grad(set_to_none=True)
+
+    arms = {"plain": plain_step, "phase1": lambda: joint_step(1, models, examples, joint_opts, cfg),
+            "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg)}
+
+    # FLOPs per step (module docstring).
+    n_gen, n_par = matmul_params(gen), matmul_params(parser)
+    vocab, d_par, d_sel = parser.get_input_embeddings().weight.shape + (models.selector.embeddings.shape[1],)
+    t_gen = int(plain["attention_mask"].sum())  # = joint generator tokens (same layout)
+    t_prob = args.batch * len(enc.problem.ids)
+    t_par = args.batch * len(real_parser["input_ids"])  # soft and real mwp2eq inputs have the same layout
+    sel = 2 * 2 * args.batch * len(enc.problem.ids) ** 2 * d_sel
+    flops = {"plain": 6 * n_gen * t_gen, "phase1": 6 * n_gen * t_gen + sel,
+             "phase2": 6 * n_gen * t_gen + sel + 4 * n_par * t_par + 4 * t_prob * vocab * d_par + 6 * n_par * t_par}
+
+    print(f"model {args.model}: generator {sum(p.numel() for p in gen.parameters()) / 1e6:.2f}M params, "
+          f"mwp2eq the same; device {device}{' bf16 autocast' if amp else ' fp32'}; threads {torch.get_num_threads()}")
+    joint_len = len(enc.prefix) + sum(e - s for s, e in enc.problem.heads) + len(enc.suffix) + len(enc.problem.ids)
+    joint_len += 1  # EOS
+    print(f"batch {args.batch}; generator seq: joint {joint_len} / plain {plain['input_ids'].shape[1]} tokens; "
+          f"problem {len(enc.problem.ids)} tokens, {len(words)} candidate words; "
+          f"mwp2eq seq {len(real_parser['input_ids'])}")
+    for fn in arms.values():  # warm-up: allocator, Adam state, kernels
+        fn()
+    times = {k: [] for k in arms}
+    for _ in range(args.steps):
+        for name, fn in arms.items():
+            times[name].append(timed(fn, device))
+    mems = {name: peak_memory(fn, device) for name, fn in arms.items()}
+    n_mm = 8192 if device.type == "cuda" else 1024
+    peak = matmul_flops(device, amp or torch.float32, n_mm, reps=10 if device.type == "cuda" else 5)
+    print(f"dense matmul {n_mm}x{n_mm} {amp or torch.float32}: {peak / 1e9:.1f} GFLOP/s")
+    mem_kind = "peak alloc" if device.type == "cuda" else "peak RSS delta"
+    base_t, base_m = statistics.median(times["plain"]), mems["plain"]
+    for name in arms:
+        t, m = statistics.median(times[name]), mems[name]
+        rate = flops[name] / t
+        print(f"{name:>7}: {t * 1e3:9.1f} ms/step (x{t / base_t:.2f})  {mem_kind} {m / 2**20:8.1f} MiB "
+              f"(x{m / max(base_m, 1):.2f})  {flops[name] / 1e9:8.2f} GFLOP/step  {rate / 1e9:7.2f} GFLOP/s "
+              f"= {rate / peak:.1%} of matmul  [steps ms: {', '.join(f'{x * 1e3:.0f}' for x in times[name])}]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Equation consistency L_eq (paper Eq. 4) through a Gumbel-softmax relaxation (supplementary A).
+
+The generated problem M' is relaxed token by token: at every problem position t the generator's
+pre-softmax activations f_{Theta,t} become a soft one-hot vector
+
+    m'_t = softmax((f_{Theta,t} + g_t) / tau),   g_t = -log(-log u),  u ~ Uniform(0, 1)   ("gumbel")
+    m'_t = softmax(f_{Theta,t} / tau)                                                     ("softmax")
+
+(the latter is the ablation's deterministic relaxation). Soft vectors times the mwp2eq model's input
+embedding matrix are its input embeddings for the problem part of the parser prompt
+"problem: <M'> equation:", and mwp2eq's NLL of the input equation E (Eq. 4) is back-propagated
+through the relaxation into Theta.
+
+Reading: f_{Theta,t} are the TEACHER-FORCED logits (position t conditioned on the real m_<t), i.e.
+the same generator forward pass that gives L_LM, not a free-running sampled sequence: one generator
+pass instead of T sequential ones. The relaxation requires generator and parser to share one
+vocabulary (`check_shared_vocabulary`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from .lm_data import IGNORE_INDEX, PARSER_PREFIX, PARSER_SUFFIX, encode_prompt
+
+RELAXATIONS = ("gumbel", "softmax")
+
+
+def gumbel_noise(shape, device=None, generator: torch.Generator | None = None, eps: float = 1e-10) -> torch.Tensor:
+    """i.i.d. standard Gumbel samples g = -log(-log(u)), u ~ Uniform(0, 1) (supplementary A)."""
+    u = torch.rand(shape, device=device, generator=generator).clamp(eps, 1.0 - eps)
+    return -torch.log(-torch.log(u))
+
+
+def relax(logits: torch.Tensor, tau: float = 1.0, relaxation: str = "gumbel",
+          generator: torch.Generator | None = None) -> torch.Tensor:
+    """Soft one-hot vectors m'_t [..., V] from pre-softmax activations f [..., V], computed in fp32."""
+    if relaxation not in RELAXATIONS:
+        raise ValueError(f"relaxation must be one of {RELAXATIONS}, got {relaxation!r}")
+    if tau <= 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    f = logits.float()
+    if relaxation == "gumbel":
+        f = f + gumbel_noise(f.shape, f.device, generator)
+    return torch.softmax(f / tau, dim=-1)
+
+
+def _vocab_by_id(tokenizer) -> list[str | None]:
+    vocab = tokenizer.get_vocab()
+    out: list[str | None] = [None] * (max(vocab.values(), default=-1) + 1)
+    for tok, i in vocab.items():
+        out[i] = tok
+    return out
+
+
+def check_shared_vocabulary(gen_tokenizer, parser_tokenizer, gen_model=None, parser_model=None) -> None:
+    """Raise ValueError unless generator and mwp2eq share one vocabulary (token <-> id) and, when the
+    models are given, the generator's output size equals the parser's input-embedding rows."""
+    g, p = _vocab_by_id(gen_tokenizer), _vocab_by_id(parser_tokenizer)
+    if g != p:
+        at = lambda xs, k: xs[k] if k < len(xs) else None  # noqa: E731
+        i = next(k for k in range(max(len(g), len(p))) if at(g, k) != at(p, k))
+        gt, pt = at(g, i), at(p, i)
+        raise ValueError(
+            "generator and mwp2eq tokenizers must share one vocabulary for the Gumbel-softmax relaxation "
+            f"(Eq. 4): generator vocabulary size {len(gen_tokenizer.get_vocab())}, mwp2eq vocabulary size "
+            f"{len(parser_tokenizer.get_vocab())}; first differing token at id {i}: generator {gt!r} vs mwp2eq {pt!r}")
+    if gen_model is not None and parser_model is not None:
+        n_out = gen_model.get_output_embeddings().weight.shape[0]
+        n_in = parser_model.get_input_embeddings().weight.shape[0]
+        if n_out != n_in:
+            raise ValueError(f"generator output vocabulary size {n_out} != mwp2eq input embedding vocabulary "
+                             f"size {n_in}: the soft tokens m'_t cannot be embedded by mwp2eq")
+
+
+@contextlib.contextmanager
+def frozen(module: torch.nn.Module) -> Iterator[None]:
+    """Parameters do not require grad inside the block (gradients still flow THROUGH the module to its
+    inputs): L_eq trains Theta, not Phi, unless the caller wants otherwise."""
+    flags = [p.requires_grad for p in module.parameters()]
+    for p in module.parameters():
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(module.parameters(), flags):
+            p.requires_grad_(flag)
+
+
+def parser_pieces(tokenizer, equation: str) -> tuple[list[int], list[int], list[int]]:
+    """Token ids around the problem in lm_data's parser example "problem: <M> equation: <E><EOS>":
+    (prefix with special tokens, suffix " equation:", target " E" + EOS)."""
+    prefix = encode_prompt(tokenizer, PARSER_PREFIX.rstrip())
+    suffix = list(tokenizer(PARSER_SUFFIX, add_special_tokens=False)["input_ids"])
+    target = list(tokenizer(" " + equation, add_special_tokens=False)["input_ids"]) + [tokenizer.eos_token_id]
+    return prefix, suffix, target
+
+
+def soft_parser_nll(parser, soft_problems: Sequence[torch.Tensor], pieces: Sequence[tuple[list, list, list]],
+                    autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, int]:
+    """Sum over the batch of Eq. 4, -sum_t log p_Phi(e_t | M', e_<t), and the number of equation tokens.
+
+    soft_problems[i]: [T_i, V] soft one-hot problem tokens; pieces[i]: `parser_pieces` of example i.
+    Rows are built per example (prefix | M' E_Phi | suffix | E + EOS) and right-padded."""
+    emb = parser.get_input_embeddings()
+    device = emb.weight.device
+    rows, label_rows = [], []
+    for soft, (prefix, suffix, target) in zip(soft_problems, pieces):
+        ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=device)  # noqa: E731
+        soft_emb = soft.to(emb.weight.dtype) @ emb.weight  # [T, D]: m'_t times the embedding matrix
+        rows.append(torch.cat([emb(ids(prefix)), soft_emb, emb(ids(suffix)), emb(ids(target))]))
+        n_prompt = len(prefix) + soft.shape[0] + len(suffix)
+        label_rows.append(ids([IGNORE_INDEX] * n_prompt + target))
+    width = max(r.shape[0] for r in rows)
+    embeds = torch.zeros(len(rows), width, rows[0].shape[1], dtype=rows[0].dtype, device=device)
+    labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long, device=device)
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=device)
+    for i, (r, lab) in enumerate(zip(rows, label_rows)):
+        embeds[i, : r.shape[0]], labels[i, : r.shape[0]], mask[i, : r.shape[0]] = r, lab, 1
+    with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        logits = parser(inputs_embeds=embeds, attention_mask=mask).logits
+    shift_logits, shift_labels = logits[:, :-1].float(), labels[:, 1:]
+    nll = F.cross_entropy(shift_logits.reshape(-1, shift_logits.shape[-1]), shift_labels.reshape(-1),
+                          ignore_index=IGNORE_INDEX, reduction="sum")
+    return nll, int((shift_labels != IGNORE_INDEX).sum())
+
+
+def equation_consistency_loss(parser, tokenizer, problem_logits: Sequence[torch.Tensor], equations: Sequence[str], *,
+                              tau: float = 1.0, relaxation: str = "gumbel", train_parser: bool = False,
+                              generator: torch.Generator | None = None,
+                              autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, int]:
+    """L_eq (Eq. 4) summed over the batch, and its token count. problem_logits[i]: [T_i, V] generator
+    logits that predict problem i's tokens; equations[i]: its input equation E. With
+    train_parser=False mwp2eq's parameters get no gradient from L_eq (only Theta does)."""
+    soft = [relax(f, tau, relaxation, generator) for f in problem_logits]
+    pieces = [parser_pieces(tokenizer, e) for e in equations]
+    with contextlib.nullcontext() if train_parser else frozen(parser):
+        return soft_parser_nll(parser, soft, pieces, autocast_dtype)

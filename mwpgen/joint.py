@@ -1,0 +1,243 @@
+"""Joint training of "ours": generator p_Theta, context selector q_Psi and mwp2eq p_Phi (Section 2.3).
+
+Reading of the paper (Section 2.3 + supplementary "Training Details"):
+
+  phase 1  selector + generator, L_VAE = L_LM + beta L_c (Eq. 6). c ~ Bernoulli(q_Psi(M)) per
+           candidate word; straight-through (selector.py) carries L_LM's gradient to Psi, L_c's
+           analytic gradient reaches Psi directly.
+  phase 2  selector FROZEN (it still supplies contexts, sampled c ~ Bernoulli(q), no gradient);
+           generator trained with L_LM + alpha L_eq (Eq. 4, Gumbel-softmax relaxation); mwp2eq keeps
+           learning its own NLL on the REAL (problem -> equation) pairs of the batch. By default
+           L_eq does not train Phi (`parser_on_generated=False`): a parser that also fits the
+           generator's soft problems could learn to decode E from anything the generator emits,
+           weakening the constraint; True gives the literal "mwp2eq optimised with Eq. 4" reading.
+
+Loss scale: the paper's objective is a SUM, L = sum_t L_LM + alpha sum_t L_eq + beta sum_words KL.
+We divide that whole sum by the number of problem (target) tokens in the batch, so the LM part is
+the per-token mean of train_lm.lm_loss (same learning-rate scale as the baselines) and alpha, beta
+keep the paper's relative weighting. Logged "lm" and "eq" are per-token means, "kl" per problem.
+
+Generator input for one example (lm_data's template, context slot in the middle):
+    [equation: E context:] [context slot] [ problem:] [ problem tokens] [EOS]   loss on the last two
+context_source="selector": the slot holds every candidate word of the problem, gated by c
+(selector.gated_context_embeddings); "keywords": the slot is the given keywords' tokens (the caller
+applies keyword dropout, as lm_data.generator_epochs does), i.e. the baselines' prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from .consistency import check_shared_vocabulary, equation_consistency_loss
+from .lm_data import GENERATOR_TEMPLATE, IGNORE_INDEX, collate, encode_example, encode_prompt, parser_example
+from .selector import (ContextSelector, WordTokens, bernoulli_kl, context_slot, gated_context_embeddings,
+                       sample_straight_through, selector_batch, tokenize_words)
+from .train_lm import lm_loss
+
+CONTEXT_SOURCES = ("selector", "keywords")
+
+
+@dataclass
+class JointConfig:
+    alpha: float = 1.0  # weight of L_eq (paper: a hyperparameter > 0, value not reported)
+    beta: float = 1.0  # weight of L_c
+    rho: float = 0.1  # Bernoulli prior p_c(c_i = 1)
+    tau: float = 1.0  # Gumbel-softmax temperature
+    relaxation: str = "gumbel"  # "gumbel" | "softmax" (ablation)
+    use_eq_loss: bool = True
+    use_context_loss: bool = True
+    context_source: str = "selector"  # "selector" | "keywords"
+    parser_on_generated: bool = False  # also train mwp2eq with L_eq (see module docstring)
+    permute_context: bool = True  # shuffle the slot's words per example (supplementary: "permute the order")
+    max_problem_tokens: int | None = 96
+    max_length: int = 128  # parser real examples (lm_data.encode_example)
+    max_grad_norm: float = 1.0
+    autocast_dtype: torch.dtype | None = None  # e.g. torch.bfloat16 on CUDA
+
+    def __post_init__(self):
+        if self.context_source not in CONTEXT_SOURCES:
+            raise ValueError(f"context_source must be one of {CONTEXT_SOURCES}, got {self.context_source!r}")
+
+
+@dataclass
+class JointModels:
+    generator: torch.nn.Module
+    parser: torch.nn.Module
+    tokenizer: object  # shared by generator and parser (check_shared_vocabulary)
+    selector: ContextSelector | None = None
+
+    def check(self, parser_tokenizer=None) -> None:
+        check_shared_vocabulary(self.tokenizer, parser_tokenizer or self.tokenizer, self.generator, self.parser)
+
+
+@dataclass(frozen=True)
+class JointExample:
+    equation: str
+    problem: str
+    keywords: tuple[str, ...] = ()
+
+
+@dataclass
+class Encoded:
+    prefix: list[int]  # "equation: E context:" (with the tokenizer's special tokens)
+    suffix: list[int]  # " problem:"
+    problem: WordTokens
+    keywords: list[int]  # " kw1 kw2 ..." for context_source="keywords"
+    example: JointExample
+    truncated: bool = False  # problem cut at max_problem_tokens: no EOS target (as lm_data does)
+
+
+def encode_joint(tokenizer, ex: JointExample, max_problem_tokens: int | None = None) -> Encoded:
+    before, after = GENERATOR_TEMPLATE.split(" {context} ")
+    kw = list(tokenizer(" " + " ".join(ex.keywords), add_special_tokens=False)["input_ids"]) if ex.keywords else []
+    problem = tokenize_words(tokenizer, ex.problem)
+    truncated = max_problem_tokens is not None and len(problem.ids) > max_problem_tokens
+    if truncated:
+        problem = tokenize_words(tokenizer, ex.problem, max_problem_tokens)
+    return Encoded(prefix=encode_prompt(tokenizer, before.format(equation=ex.equation)),
+                   suffix=list(tokenizer(" " + after, add_special_tokens=False)["input_ids"]),
+                   problem=problem, keywords=kw, example=ex, truncated=truncated)
+
+
+def generator_inputs(generator, tokenizer, batch: Sequence[Encoded], c: torch.Tensor | None = None,
+                     permute: bool = False) -> dict:
+    """Right-padded inputs_embeds [B, L, D], attention_mask, labels and each problem's start position.
+    c [B, T] (selector) gates the candidate-word slot; c=None uses the given keywords instead."""
+    emb = generator.get_input_embeddings()
+    dev = emb.weight.device
+    ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=dev)  # noqa: E731
+    rows, labels, starts = [], [], []
+    for i, b in enumerate(batch):
+        if c is None:
+            slot = emb(ids(b.keywords))
+        else:
+            order = torch.randperm(len(b.problem.heads)).tolist() if permute else None
+            slot = gated_context_embeddings(emb, *context_slot(b.problem, order), c[i])
+        target = b.problem.ids + ([] if b.truncated else [tokenizer.eos_token_id])
+        rows.append(torch.cat([emb(ids(b.prefix)), slot, emb(ids(b.suffix)), emb(ids(target))]))
+        starts.append(len(b.prefix) + slot.shape[0] + len(b.suffix))
+        labels.append([IGNORE_INDEX] * starts[-1] + target)
+    width = max(r.shape[0] for r in rows)
+    embeds = rows[0].new_zeros(len(rows), width, rows[0].shape[1])
+    lab = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long, device=dev)
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=dev)
+    for i, r in enumerate(rows):
+        embeds[i, : r.shape[0]], lab[i, : r.shape[0]], mask[i, : r.shape[0]] = r, ids(labels[i]), 1
+    return {"inputs_embeds": embeds, "attention_mask": mask, "labels": lab, "starts": starts}
+
+
+def _generator_lm(models: JointModels, batch: Sequence[Encoded], c, config: JointConfig):
+    """One teacher-forced generator pass: (logits, sum of Eq. 3 over target tokens, n target tokens, starts)."""
+    inp = generator_inputs(models.generator, models.tokenizer, batch, c, config.permute_context)
+    dev = inp["inputs_embeds"].device
+    with torch.autocast(dev.type, dtype=config.autocast_dtype, enabled=config.autocast_dtype is not None):
+        logits = models.generator(inputs_embeds=inp["inputs_embeds"], attention_mask=inp["attention_mask"]).logits
+    n_tok = int((inp["labels"][:, 1:] != IGNORE_INDEX).sum())
+    return logits, lm_loss(logits, inp["labels"]) * n_tok, n_tok, inp["starts"]
+
+
+def _selector_q(models: JointModels, batch: Sequence[Encoded]):
+    sel = selector_batch([b.problem for b in batch], models.tokenizer.pad_token_id, models.selector.embeddings.device)
+    return models.selector(**sel), sel["candidate"]
+
+
+def phase1_losses(models: JointModels, batch: Sequence[Encoded], config: JointConfig) -> dict[str, torch.Tensor]:
+    """Phase 1 objective (Eq. 6): L_LM + beta L_c, gradients into Theta and (via straight-through) Psi."""
+    c = kl = None
+    if config.context_source == "selector":
+        q, cand = _selector_q(models, batch)
+        c = sample_straight_through(q)  # forward 0/1, backward dc/dq = 1
+        kl = bernoulli_kl(q, config.rho, cand).sum()  # L_c summed over the batch
+        n_sel, n_cand = float((c.detach() * cand).sum()), float(cand.sum())
+    _, lm_sum, n_tok, _ = _generator_lm(models, batch, c, config)
+    loss = lm_sum
+    if kl is not None and config.use_context_loss:
+        loss = loss + config.beta * kl
+    out = {"loss": loss / n_tok, "lm": lm_sum / n_tok}
+    if kl is not None:
+        out |= {"kl": kl / len(batch), "selected_frac": torch.tensor(n_sel / max(n_cand, 1.0))}
+    return out
+
+
+def phase2_losses(models: JointModels, batch: Sequence[Encoded], config: JointConfig) -> dict[str, torch.Tensor]:
+    """Phase 2: generator L_LM + alpha L_eq (Eq. 4, relaxed); mwp2eq NLL on the real pairs; selector frozen."""
+    c = None
+    if config.context_source == "selector":
+        with torch.no_grad():
+            c = torch.bernoulli(_selector_q(models, batch)[0])  # frozen Psi: plain samples, no gradient
+    logits, lm_sum, n_tok, starts = _generator_lm(models, batch, c, config)
+    loss, out = lm_sum, {"lm": lm_sum / n_tok}
+    if config.use_eq_loss:
+        # logits[s - 1 + t] predicts problem token t (the EOS prediction is not part of M').
+        f = [logits[i, s - 1 : s - 1 + len(b.problem.ids)] for i, (b, s) in enumerate(zip(batch, starts))]
+        eq_sum, n_eq = equation_consistency_loss(
+            models.parser, models.tokenizer, f, [b.example.equation for b in batch], tau=config.tau,
+            relaxation=config.relaxation, train_parser=config.parser_on_generated,
+            autocast_dtype=config.autocast_dtype)
+        loss = loss + config.alpha * eq_sum
+        out["eq"] = eq_sum / max(n_eq, 1)
+    real = [encode_example(models.tokenizer, parser_example(b.example.problem, b.example.equation), config.max_length)
+            for b in batch]
+    dev = models.parser.get_input_embeddings().weight.device
+    pb = {k: v.to(dev) for k, v in collate(real, models.tokenizer.pad_token_id).items()}
+    with torch.autocast(dev.type, dtype=config.autocast_dtype, enabled=config.autocast_dtype is not None):
+        p_logits = models.parser(input_ids=pb["input_ids"], attention_mask=pb["attention_mask"]).logits
+    out |= {"loss": loss / n_tok, "parser": lm_loss(p_logits, pb["labels"])}
+    return out
+
+
+def make_optimizers(models: JointModels, lr: float = 5e-5, selector_lr: float | None = None,
+                    parser_lr: float | None = None) -> dict[str, torch.optim.Optimizer]:
+    """Adam (AdamW, weight_decay 0) per model; the paper uses lr 5e-5 for "ours"."""
+    opt = lambda m, r: torch.optim.AdamW(m.parameters(), lr=r, weight_decay=0.0)  # noqa: E731
+    out = {"generator": opt(models.generator, lr), "parser": opt(models.parser, parser_lr or lr)}
+    if models.selector is not None:
+        out["selector"] = opt(models.selector, selector_lr or lr)
+    return out
+
+
+def _update(modules: dict[str, torch.nn.Module], optimizers: dict, max_grad_norm: float) -> None:
+    for name, module in modules.items():
+        params = [p for p in module.parameters() if p.grad is not None]
+        if params:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            optimizers[name].step()
+        optimizers[name].zero_grad(set_to_none=True)
+
+
+def phase1_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
+                config: JointConfig) -> dict[str, float]:
+    """One optimisation step of phase 1 (selector + generator). Returns the losses as floats."""
+    models.generator.train()
+    losses = phase1_losses(models, batch, config)
+    losses["loss"].backward()
+    trained = {"generator": models.generator}
+    if config.context_source == "selector":
+        trained["selector"] = models.selector
+    _update(trained, optimizers, config.max_grad_norm)
+    return {k: float(v.detach()) for k, v in losses.items()}
+
+
+def phase2_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
+                config: JointConfig) -> dict[str, float]:
+    """One optimisation step of phase 2 (generator + mwp2eq, selector frozen). Returns the losses."""
+    models.generator.train()
+    models.parser.train()
+    losses = phase2_losses(models, batch, config)
+    (losses["loss"] + losses["parser"]).backward()  # disjoint parameters: one backward for both
+    _update({"generator": models.generator, "parser": models.parser}, optimizers, config.max_grad_norm)
+    return {k: float(v.detach()) for k, v in losses.items()}
+
+
+def joint_step(phase: int, models: JointModels, examples: Sequence[JointExample], optimizers: dict,
+               config: JointConfig) -> dict[str, float]:
+    """Encode `examples` and take one step of `phase` (1 or 2)."""
+    batch = [encode_joint(models.tokenizer, ex, config.max_problem_tokens) for ex in examples]
+    if phase == 1:
+        return phase1_step(models, batch, optimizers, config)
+    if phase == 2:
+        return phase2_step(models, batch, optimizers, config)
+    raise ValueError(f"phase must be 1 or 2, got {phase}")

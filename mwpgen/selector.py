@@ -1,0 +1,181 @@
+"""Context keyword selection q_Psi(M) (paper Section 2.2, Eq. 5) and its VAE pieces (Eq. 6).
+
+Pipeline for one MWP (a processed text: whitespace words, numbers masked as num1, num2, ...):
+
+1. `tokenize_words` encodes " " + text exactly like the generator's target (lm_data) and maps every
+   token back to its whitespace word through the tokenizer's character offsets.
+2. `ContextSelector` embeds the tokens with a FROZEN copy of the pre-trained generator's input
+   embedding matrix (supplementary "Training Details": fixed for stability), contextualises them
+   with parameter-free linear self-attention and scores each token with sigmoid(w^T m~_t + b):
+   Psi = {w, b} only.
+3. `sample_straight_through` draws c ~ Bernoulli(q) (forward: hard 0/1; backward: dc/dq = 1).
+4. `context_slot` + `gated_context_embeddings` turn c into the generator's context: the slot holds
+   every candidate word's tokens, each token embedding multiplied by its word's c.
+5. `bernoulli_kl` is L_c = KL(q_Psi || Bernoulli(rho)), summed over the candidate words.
+
+Sub-word tokens -> words. A word's selection decision lives on its FIRST sub-token (the "head"):
+q(word) = q(head), one Bernoulli c per word, and every sub-token of the word in the context slot is
+gated by that one c. Why the first sub-token: with byte-level BPE (GPT-2, SmolLM2) it is the token
+carrying the word boundary (the leading space) and the word's start; one decision per word keeps
+L_c a sum of per-word Bernoulli KLs like the paper's bag-of-words c; it is the same rule at training
+and inference; and for words that are one token (word-level tokenizers, most GPT-2 words) it is
+exactly Eq. 5. (max over sub-tokens would bias long words towards selection and route gradient to
+an arbitrary piece.) Since m~_t depends only on m_t and M (no positions), repeated words get equal
+q: only the FIRST occurrence of each word is a candidate, so c is indexed by vocabulary entries
+as in the paper, never twice per word.
+
+Candidates: `keywords.is_candidate` on the whitespace word (no stopwords, punctuation, num tokens);
+this realises the indicator 1{V_i in M} of Eq. 5 plus the paper's stopword/punctuation masking.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+
+from .keywords import is_candidate
+
+
+@dataclass(frozen=True)
+class WordTokens:
+    """One MWP tokenised for the selector and the generator (ids are the generator's target tokens)."""
+
+    ids: list[int]  # tokens of " " + text, no special tokens (lm_data's target encoding)
+    word_of: list[int]  # whitespace-word index of each token (-1: a token with no visible character)
+    words: list[str]  # the whitespace words of text
+    heads: list[tuple[int, int]]  # [start, end) token span of each candidate word's first occurrence
+
+    @property
+    def candidate(self) -> list[bool]:
+        """Per token: True on the head (first sub-token) of a candidate word's first occurrence."""
+        mask = [False] * len(self.ids)
+        for start, _ in self.heads:
+            mask[start] = True
+        return mask
+
+
+def tokenize_words(tokenizer, text: str, max_tokens: int | None = None) -> WordTokens:
+    """Encode " " + text (needs a fast tokenizer for offsets) and find the candidate words' spans."""
+    s = " " + text
+    enc = tokenizer(s, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
+    if max_tokens is not None:
+        ids, offsets = ids[:max_tokens], offsets[:max_tokens]
+    words, char_word = [], [-1] * len(s)
+    for k, m in enumerate(re.finditer(r"\S+", s)):
+        words.append(m.group())
+        char_word[m.start() : m.end()] = [k] * (m.end() - m.start())
+    # A token belongs to the word of its first non-space character (offsets may include the space).
+    word_of = [next((char_word[i] for i in range(a, b) if char_word[i] >= 0), -1) for a, b in offsets]
+    heads, seen, t = [], set(), 0
+    while t < len(ids):
+        end = t + 1
+        while end < len(ids) and word_of[end] == word_of[t]:
+            end += 1
+        w = word_of[t]
+        if w >= 0 and is_candidate(words[w]) and words[w] not in seen:
+            seen.add(words[w])
+            heads.append((t, end))
+        t = end
+    return WordTokens(ids, word_of, words, heads)
+
+
+def selector_batch(items: Sequence[WordTokens], pad_id: int, device=None) -> dict[str, torch.Tensor]:
+    """Right-padded ids [B, T], valid-token mask [B, T] and candidate-head mask [B, T]."""
+    width = max(1, max(len(it.ids) for it in items))
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(items), width), dtype=torch.bool)
+    cand = torch.zeros((len(items), width), dtype=torch.bool)
+    for i, it in enumerate(items):
+        ids[i, : len(it.ids)] = torch.tensor(it.ids, dtype=torch.long)
+        mask[i, : len(it.ids)] = True
+        cand[i, : len(it.ids)] = torch.tensor(it.candidate, dtype=torch.bool)
+    return {"ids": ids.to(device), "mask": mask.to(device), "candidate": cand.to(device)}
+
+
+class ContextSelector(nn.Module):
+    """q_Psi(M): probability that each candidate token (word head) of M is a context keyword (Eq. 5)."""
+
+    def __init__(self, embeddings: torch.Tensor):
+        super().__init__()
+        # Frozen copy of the PRE-TRAINED input embeddings [V, D]: a buffer, not a parameter, so it is
+        # never trained and does not follow the generator's fine-tuned embeddings.
+        self.register_buffer("embeddings", embeddings.detach().clone().float())
+        self.proj = nn.Linear(embeddings.shape[1], 1)  # w, b: all of Psi
+
+    @classmethod
+    def from_model(cls, model) -> "ContextSelector":
+        return cls(model.get_input_embeddings().weight)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, candidate: torch.Tensor) -> torch.Tensor:
+        m = self.embeddings[ids]  # [B, T, D], rows m_t of M^T
+        d = m.shape[-1]
+        scores = m @ m.transpose(1, 2) / math.sqrt(d)  # [B, T(query t), T(key)] = M^T m_t / sqrt(D)
+        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))  # padding is not part of M
+        a = scores.softmax(dim=-1)  # a_t
+        m_tilde = a @ m  # m~_t = M a_t
+        q = torch.sigmoid(self.proj(m_tilde).squeeze(-1))  # Eq. 5: sigma(w^T m~_t + b)
+        return q * candidate.to(q.dtype)  # Eq. 5's indicator, plus stopword/punct/num masking
+
+
+def sample_straight_through(q: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """c ~ Bernoulli(q) with the straight-through estimator (Bengio et al. 2013), as Section 2.2 says:
+    the forward value is the hard 0/1 sample, the backward pass treats dc/dq as 1."""
+    hard = torch.bernoulli(q.detach(), generator=generator)
+    return hard + (q - q.detach())  # q - q.detach() is exactly 0: the forward value is exactly 0/1
+
+
+def bernoulli_kl(q: torch.Tensor, rho: float, candidate: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """L_c = sum over candidate words of KL(Bernoulli(q) || Bernoulli(rho)) (Eq. 6), per example [B]:
+        q log(q / rho) + (1 - q) log((1 - q) / (1 - rho))."""
+    if not 0.0 < rho < 1.0:
+        raise ValueError(f"rho must be in (0, 1), got {rho}")
+    q = q.clamp(eps, 1.0 - eps)
+    kl = q * torch.log(q / rho) + (1.0 - q) * torch.log((1.0 - q) / (1.0 - rho))
+    return (kl * candidate.to(kl.dtype)).sum(dim=-1)
+
+
+def context_slot(tokens: WordTokens, order: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
+    """The generator's context slot for one MWP: every candidate word's tokens (first occurrence), in
+    `order` (indices into tokens.heads; default: order of appearance). Returns (slot_ids, gate_pos):
+    gate_pos[k] is the head position in `tokens` whose c gates slot token k."""
+    slot_ids, gate_pos = [], []
+    for j in order if order is not None else range(len(tokens.heads)):
+        start, end = tokens.heads[j]
+        slot_ids += tokens.ids[start:end]
+        gate_pos += [start] * (end - start)
+    return slot_ids, gate_pos
+
+
+def gated_context_embeddings(embedding: nn.Embedding, slot_ids: Sequence[int], gate_pos: Sequence[int],
+                             c: torch.Tensor) -> torch.Tensor:
+    """[S, D] generator input embeddings of the slot: c_t * token_embedding (c: [T] for this MWP).
+
+    Forward: selected words keep their embedding, unselected ones become zero vectors (present in
+    the sequence but carrying no token identity). Backward: dL_LM/dc_t = <dL_LM/de, token_embedding>
+    for every candidate, selected or not, and the straight-through c passes it on to q and Psi.
+    """
+    ids = torch.tensor(list(slot_ids), dtype=torch.long, device=embedding.weight.device)
+    gates = c[torch.tensor(list(gate_pos), dtype=torch.long, device=c.device)]
+    return embedding(ids) * gates[:, None].to(embedding.weight.dtype)
+
+
+def selected_words(tokens: WordTokens, q: Sequence[float] | torch.Tensor, threshold: float = 0.5) -> list[str]:
+    """Inference: the words whose head has q > threshold, in order of first appearance."""
+    q = q.tolist() if isinstance(q, torch.Tensor) else list(q)
+    return [tokens.words[tokens.word_of[start]] for start, _ in tokens.heads if q[start] > threshold]
+
+
+def select_keywords(selector: ContextSelector, tokenizer, texts: Sequence[str], threshold: float = 0.5,
+                    max_tokens: int | None = None) -> list[list[str]]:
+    """Deterministic keywords (q > threshold) for each text, e.g. the test-time contexts."""
+    items = [tokenize_words(tokenizer, t, max_tokens) for t in texts]
+    device = selector.embeddings.device
+    with torch.no_grad():
+        q = selector(**selector_batch(items, tokenizer.pad_token_id, device))
+    return [selected_words(it, q[i, : len(it.ids)]) for i, it in enumerate(items)]

@@ -1,0 +1,107 @@
+"""Equation consistency L_eq (Eq. 4) with the Gumbel-softmax relaxation, on tiny random Llamas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mwpgen.consistency import (check_shared_vocabulary, equation_consistency_loss, parser_pieces, relax,
+                                soft_parser_nll)
+from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm_data import collate, encode_example, generator_example, parser_example
+from mwpgen.train_lm import lm_loss
+
+RECORDS = [("x = ( num1 - num2 )", "Joan found num1 shells . She gave num2 away . How many are left ?"),
+           ("x = ( num1 * num2 )", "Tom has num1 boxes with num2 candies each . How many candies ?")]
+CORPUS = [generator_example(e, [], p).prompt + " " + p for e, p in RECORDS]
+CORPUS += [parser_example(p, e).prompt + " " + e for e, p in RECORDS]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", CORPUS)
+    gen, tok = load_model_and_tokenizer(str(path), Path("unused"))
+    parser, _ = load_model_and_tokenizer(str(path), Path("unused"))
+    return gen, parser, tok, path
+
+
+def test_relaxation_is_a_distribution_and_approaches_one_hot():
+    f = torch.randn(5, 40, generator=torch.Generator().manual_seed(0)) * 2
+    noise_seed = 123
+    gaps = []
+    for tau in [2.0, 1.0, 0.1, 0.01, 0.001]:
+        m = relax(f, tau, "gumbel", generator=torch.Generator().manual_seed(noise_seed))
+        assert torch.allclose(m.sum(-1), torch.ones(5)) and (m >= 0).all()
+        hard = F.one_hot(m.argmax(-1), 40).float()
+        gaps.append((m - hard).abs().sum().item())
+    assert gaps == sorted(gaps, reverse=True) and gaps[-1] < 1e-3  # tau -> 0: one-hot of argmax(f + g)
+    # The same noise seed gives the same argmax at every tau: argmax(f + g) does not depend on tau.
+    u = torch.rand(5, 40, generator=torch.Generator().manual_seed(noise_seed)).clamp(1e-10, 1 - 1e-10)
+    g = -torch.log(-torch.log(u))
+    assert torch.equal(m.argmax(-1), (f + g).argmax(-1))
+    soft = relax(f, 0.001, "softmax")  # deterministic ablation: one-hot of argmax(f)
+    assert torch.allclose(soft, F.one_hot(f.argmax(-1), 40).float(), atol=1e-3)
+    with pytest.raises(ValueError, match="relaxation"):
+        relax(f, 1.0, "argmax")
+    with pytest.raises(ValueError, match="tau"):
+        relax(f, 0.0)
+
+
+def test_one_hot_problem_reproduces_parser_nll(tiny):
+    """Hard one-hot rows of the real problem tokens give exactly mwp2eq's NLL on the real example: the
+    soft prompt is lm_data's parser template token for token."""
+    _, parser, tok, _ = tiny
+    soft, pieces = [], []
+    for eq, text in RECORDS:
+        ids = tok(" " + text, add_special_tokens=False)["input_ids"]
+        soft.append(F.one_hot(torch.tensor(ids), parser.config.vocab_size).float())
+        pieces.append(parser_pieces(tok, eq))
+    nll_sum, n = soft_parser_nll(parser, soft, pieces)
+    batch = collate([encode_example(tok, parser_example(p, e), 128) for e, p in RECORDS], tok.pad_token_id)
+    with torch.no_grad():
+        ref = lm_loss(parser(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
+                      batch["labels"])
+    assert n == int((batch["labels"] != -100).sum())
+    assert (nll_sum / n).item() == pytest.approx(ref.item(), rel=1e-5)
+
+
+def test_eq_loss_gradient_reaches_generator_only(tiny):
+    gen, parser, tok, _ = tiny
+    torch.manual_seed(0)
+    eq, text = RECORDS[0]
+    enc = encode_example(tok, generator_example(eq, [], text), 128)
+    n_target = len(tok(" " + text, add_special_tokens=False)["input_ids"])
+    start = len(enc["input_ids"]) - n_target - 1  # position of the first problem token (EOS last)
+    logits = gen(input_ids=torch.tensor([enc["input_ids"]])).logits
+    f = [logits[0, start - 1 : start - 1 + n_target]]
+    for train_parser in (False, True):
+        gen.zero_grad(set_to_none=True)
+        parser.zero_grad(set_to_none=True)
+        loss, n_eq = equation_consistency_loss(parser, tok, f, [eq], tau=0.5, train_parser=train_parser)
+        loss.backward(retain_graph=True)
+        assert n_eq == len(parser_pieces(tok, eq)[2])
+        assert gen.model.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0  # Theta is reached
+        parser_grads = [p.grad for p in parser.parameters()]
+        if train_parser:
+            assert any(g is not None and g.abs().sum() > 0 for g in parser_grads)
+        else:
+            assert all(g is None for g in parser_grads)  # Phi is not trained by L_eq by default
+    assert all(p.requires_grad for p in parser.parameters())  # `frozen` restores the flags
+
+
+def test_mismatched_vocabularies_are_refused(tiny, tmp_path):
+    gen, parser, tok, _ = tiny
+    check_shared_vocabulary(tok, tok, gen, parser)  # same vocabulary: fine
+    other_path = tiny_model_dir(tmp_path / "other", CORPUS + ["zebra zebras"])
+    other, other_tok = load_model_and_tokenizer(str(other_path), Path("unused"))
+    with pytest.raises(ValueError) as err:
+        check_shared_vocabulary(tok, other_tok, gen, other)
+    msg = str(err.value)
+    assert str(len(tok.get_vocab())) in msg and str(len(other_tok.get_vocab())) in msg
+    assert "first differing token" in msg
+    other.resize_token_embeddings(len(tok.get_vocab()) + 8)  # same tokenizer, different model rows
+    with pytest.raises(ValueError, match="input embedding vocabulary size"):
+        check_shared_vocabulary(tok, tok, gen, other)

@@ -1,0 +1,111 @@
+"""Joint training steps of "ours" (phase 1: selector + generator; phase 2: generator + mwp2eq) on a tiny Llama."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from mwpgen.joint import (JointConfig, JointExample, JointModels, encode_joint, generator_inputs, joint_step,
+                          make_optimizers, phase2_losses)
+from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm_data import encode_example, generator_example, parser_example
+from mwpgen.selector import ContextSelector
+
+RECORDS = [
+    ("x = ( num1 - num2 )", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",
+     ("Joan", "beach")),
+    ("x = ( num1 * num2 )", "Tom has num1 boxes with num2 candies each . How many candies ?", ("boxes",)),
+    ("x = ( num1 + num2 )", "A jar holds num1 marbles . Sam adds num2 marbles . How many now ?", ()),
+]
+EXAMPLES = [JointExample(e, p, k) for e, p, k in RECORDS]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny matrices: thread hand-off costs more than it saves (10x slower steps on a busy 2-core box)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    corpus = [generator_example(e, k, p).prompt + " " + p for e, p, k in RECORDS]
+    corpus += [parser_example(p, e).prompt + " " + e for e, p, _ in RECORDS]
+    return tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", corpus)
+
+
+def fresh_models(path) -> JointModels:
+    gen, tok = load_model_and_tokenizer(str(path), Path("unused"))
+    parser, ptok = load_model_and_tokenizer(str(path), Path("unused"), seed=1)
+    models = JointModels(gen, parser, tok, ContextSelector.from_model(gen))
+    models.check(ptok)
+    return models
+
+
+def test_keyword_context_is_the_baseline_prompt(tiny_path):
+    m = fresh_models(tiny_path)
+    batch = [encode_joint(m.tokenizer, ex) for ex in EXAMPLES]
+    inp = generator_inputs(m.generator, m.tokenizer, batch, c=None)
+    emb = m.generator.get_input_embeddings()
+    for i, (e, p, k) in enumerate(RECORDS):
+        ref = encode_example(m.tokenizer, generator_example(e, k, p), 128)
+        n = len(ref["input_ids"])
+        assert torch.equal(inp["inputs_embeds"][i, :n], emb(torch.tensor(ref["input_ids"])))
+        assert inp["labels"][i, :n].tolist() == ref["labels"] and int(inp["attention_mask"][i].sum()) == n
+    cut = encode_joint(m.tokenizer, EXAMPLES[0], max_problem_tokens=5)  # a cut problem must not learn to end
+    labels = generator_inputs(m.generator, m.tokenizer, [cut])["labels"][0]
+    assert cut.truncated and labels[labels != -100].tolist() == cut.problem.ids and len(cut.problem.ids) == 5
+
+
+def test_phase2_eq_gradient_reaches_generator_not_frozen_selector(tiny_path):
+    m = fresh_models(tiny_path)
+    torch.manual_seed(0)
+    batch = [encode_joint(m.tokenizer, ex) for ex in EXAMPLES]
+    losses = phase2_losses(m, batch, JointConfig(relaxation="gumbel", tau=0.5))
+    assert set(losses) == {"loss", "lm", "eq", "parser"}
+    losses["eq"].backward(retain_graph=True)  # L_eq alone
+    assert m.generator.model.layers[1].mlp.up_proj.weight.grad.abs().sum() > 0
+    assert m.generator.get_input_embeddings().weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in m.selector.parameters())  # frozen selector: no gradient
+    assert all(p.grad is None for p in m.parser.parameters())  # L_eq trains Theta, not Phi (default)
+    losses["parser"].backward()  # mwp2eq learns from the real pairs
+    assert all(p.grad is not None for p in m.parser.parameters())
+    assert all(p.grad is None for p in m.selector.parameters())
+
+
+def test_switches():
+    with pytest.raises(ValueError, match="context_source"):
+        JointConfig(context_source="tfidf")
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def test_joint_steps_reduce_the_loss(tiny_path):
+    m = fresh_models(tiny_path)
+    torch.manual_seed(0)
+    opts = make_optimizers(m, lr=1e-2, selector_lr=1e-2)
+    cfg = JointConfig(alpha=1.0, beta=0.5, rho=0.2, permute_context=True)
+    p1 = [joint_step(1, m, EXAMPLES, opts, cfg) for _ in range(12)]
+    assert {"loss", "lm", "kl", "selected_frac"} <= set(p1[0])
+    assert _mean([r["loss"] for r in p1[-3:]]) < 0.8 * _mean([r["loss"] for r in p1[:3]])
+    w = m.selector.proj.weight.detach().clone()
+    p2 = [joint_step(2, m, EXAMPLES, opts, cfg) for _ in range(12)]
+    assert torch.equal(m.selector.proj.weight, w)  # phase 2 leaves the selector alone
+    for key in ("loss", "lm", "eq", "parser"):
+        assert _mean([r[key] for r in p2[-3:]]) < _mean([r[key] for r in p2[:3]]), key
+    # Ablation switches run: softmax relaxation, no L_eq, given keywords without a selector.
+    out = joint_step(2, m, EXAMPLES, opts, JointConfig(relaxation="softmax"))
+    assert "eq" in out
+    out = joint_step(2, m, EXAMPLES, opts, JointConfig(use_eq_loss=False))
+    assert "eq" not in out and out["loss"] == pytest.approx(out["lm"])
+    no_sel = JointModels(m.generator, m.parser, m.tokenizer, selector=None)
+    kw = JointConfig(context_source="keywords")
+    for phase in (1, 2):
+        out = joint_step(phase, no_sel, EXAMPLES, make_optimizers(no_sel), kw)
+        assert "kl" not in out

@@ -1,0 +1,123 @@
+"""Context selector q_Psi (Eq. 5), straight-through sampling and L_c on a tiny random Llama."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from mwpgen.joint import JointConfig, JointExample, JointModels, encode_joint, phase1_losses
+from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm_data import encode_example, generator_example, parser_example
+from mwpgen.selector import (ContextSelector, bernoulli_kl, context_slot, gated_context_embeddings,
+                             sample_straight_through, selected_words, selector_batch, tokenize_words)
+
+# "sea-shells" is ONE whitespace word but three tokens (sea, -, shells) for the tiny tokenizer.
+RECORDS = [("x = ( num1 - num2 )", "Joan found num1 sea-shells on the beach . Joan gave num2 away . How many ?"),
+           ("x = ( num1 * num2 )", "Tom has num1 boxes with num2 candies each . How many candies ?")]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    corpus = [generator_example(e, [], p).prompt + " " + p for e, p in RECORDS]
+    corpus += [parser_example(p, e).prompt + " " + e for e, p in RECORDS]
+    path = tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", corpus)
+    return load_model_and_tokenizer(str(path), Path("unused"))
+
+
+def test_bernoulli_kl_matches_closed_form():
+    q = torch.tensor([[0.2, 0.7, 0.9], [0.1, 0.5, 0.0]])
+    cand = torch.tensor([[True, True, False], [True, True, False]])
+    kl = bernoulli_kl(q, 0.1, cand)
+    # By hand: KL(Bern(q) || Bern(rho)) = q ln(q/rho) + (1-q) ln((1-q)/(1-rho)), summed over candidates.
+    row0 = (0.2 * math.log(2.0) + 0.8 * math.log(0.8 / 0.9)) + (0.7 * math.log(7.0) + 0.3 * math.log(0.3 / 0.9))
+    row1 = 0.0 + (0.5 * math.log(5.0) + 0.5 * math.log(0.5 / 0.9))  # q = rho contributes exactly 0
+    assert kl.tolist() == pytest.approx([row0, row1], rel=1e-5)
+    with pytest.raises(ValueError, match="rho"):
+        bernoulli_kl(q, 0.0, cand)
+
+
+def test_tokenize_words_maps_subwords_and_masks_candidates(tiny):
+    _, tok = tiny
+    eq, text = RECORDS[0]
+    wt = tokenize_words(tok, text)
+    full = encode_example(tok, generator_example(eq, [], text), 128)["input_ids"]
+    assert full[-len(wt.ids) - 1 : -1] == wt.ids  # the generator's target tokens, EOS aside
+    words = [wt.words[wt.word_of[s]] for s, _ in wt.heads]
+    # No stopwords ("on", "the"), punctuation, num tokens; "Joan" once (first occurrence only).
+    assert words == ["Joan", "found", "sea-shells", "beach", "gave", "away"]
+    s, e = wt.heads[2]
+    assert e - s == 3 and [tok.convert_ids_to_tokens(i) for i in wt.ids[s:e]] == ["sea", "-", "shells"]
+    cand = wt.candidate
+    assert sum(cand) == 6 and cand[s] and not cand[s + 1]  # only the head sub-token is a candidate
+
+
+def test_selected_words_threshold_on_head_token(tiny):
+    _, tok = tiny
+    wt = tokenize_words(tok, RECORDS[0][1])
+    q = [0.0] * len(wt.ids)
+    s, e = wt.heads[2]
+    q[s] = 0.9  # head of "sea-shells"
+    q[wt.heads[0][0]] = 0.5  # "Joan": not > 0.5
+    q[e - 1] = 0.99  # a non-head sub-token never decides
+    q[wt.heads[3][0]] = 0.51
+    assert selected_words(wt, q) == ["sea-shells", "beach"]
+    assert selected_words(wt, torch.tensor(q)) == ["sea-shells", "beach"]
+
+
+def test_selector_frozen_embeddings_and_mask(tiny):
+    model, tok = tiny
+    sel = ContextSelector.from_model(model)
+    assert [n for n, _ in sel.named_parameters()] == ["proj.weight", "proj.bias"]  # Psi = {w, b}
+    before = sel.embeddings.clone()
+    with torch.no_grad():
+        model.get_input_embeddings().weight.add_(1.0)  # the generator's embeddings move on...
+    assert torch.equal(sel.embeddings, before)  # ...the selector's pre-trained copy does not
+    with torch.no_grad():
+        model.get_input_embeddings().weight.sub_(1.0)
+    items = [tokenize_words(tok, t) for _, t in RECORDS]
+    batch = selector_batch(items, tok.pad_token_id)
+    q = sel(**batch)
+    assert q.shape == batch["ids"].shape
+    assert (q[~batch["candidate"]] == 0).all() and ((q[batch["candidate"]] > 0) & (q[batch["candidate"]] < 1)).all()
+
+
+def test_straight_through_forward_hard_backward_identity():
+    torch.manual_seed(0)
+    q = torch.rand(4, 6, requires_grad=True)
+    c = sample_straight_through(q)
+    assert set(c.detach().unique().tolist()) <= {0.0, 1.0}
+    weights = torch.randn(4, 6)
+    (c * weights).sum().backward()
+    assert torch.equal(q.grad, weights)  # dc/dq = 1
+
+
+def test_gated_context_embeddings_zero_unselected(tiny):
+    model, tok = tiny
+    wt = tokenize_words(tok, RECORDS[0][1])
+    slot_ids, gate_pos = context_slot(wt)
+    c = torch.zeros(len(wt.ids))
+    c[wt.heads[2][0]] = 1.0  # select "sea-shells" only
+    out = gated_context_embeddings(model.get_input_embeddings(), slot_ids, gate_pos, c)
+    kept = [k for k, p in enumerate(gate_pos) if p == wt.heads[2][0]]
+    assert len(kept) == 3 and len(slot_ids) == 1 + 1 + 3 + 1 + 1 + 1  # Joan found sea - shells beach gave away
+    emb = model.get_input_embeddings().weight
+    for k in range(len(slot_ids)):
+        expected = emb[slot_ids[k]] if k in kept else torch.zeros_like(emb[0])
+        assert torch.equal(out[k], expected)
+
+
+def test_straight_through_gives_psi_gradient_from_lm(tiny):
+    model, tok = tiny
+    torch.manual_seed(0)
+    sel = ContextSelector.from_model(model)
+    models = JointModels(model, model, tok, sel)  # the parser is unused in phase 1
+    batch = [encode_joint(tok, JointExample(e, p)) for e, p in RECORDS]
+    losses = phase1_losses(models, batch, JointConfig(use_context_loss=False))
+    assert set(losses) >= {"loss", "lm", "kl"}
+    losses["lm"].backward()  # L_LM alone: its only route to Psi is the straight-through estimator
+    assert sel.proj.weight.grad is not None and sel.proj.weight.grad.abs().sum() > 0
+    assert sel.proj.bias.grad is not None and sel.proj.bias.grad.abs().item() > 0
+    model.zero_grad(set_to_none=True)
