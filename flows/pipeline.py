@@ -19,6 +19,25 @@ from mwpgen.config import ParamsError, apply_profile
 from tasks.tracking import PARENT_ENV, stage_run
 
 
+def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, float]]:
+    """Run `dvc repro`, echoing its output, and time each stage from its "Running stage" line to the next."""
+    timings: dict[str, float] = {}
+    current, since = None, time.time()
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1)
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        if line.startswith("Running stage '"):
+            now = time.time()
+            if current:
+                timings[current] = round(now - since, 1)
+            current, since = line.split("'")[1], now
+    returncode = proc.wait()
+    if current:
+        timings[current] = round(time.time() - since, 1)
+    return returncode, timings
+
+
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml") -> None:
     log = get_run_logger()
@@ -29,12 +48,14 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
         env = {**os.environ, PARENT_ENV: run.run_id}
         log.info("running %s (parent MLflow run %s)", " ".join(cmd), run.run_id)
         start = time.time()
-        proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env)
-        run.metrics({"wall_s": time.time() - start})
+        returncode, timings = _run_and_time_stages(cmd, env)
+        run.metrics({"wall_s": time.time() - start, **{f"stage_wall_s.{k}": v for k, v in timings.items()}})
+        if timings:
+            log.info("stage wall times (s):\n%s", "\n".join(f"  {k:40s} {v:8.1f}" for k, v in timings.items()))
         for path in ("dvc.lock", "params.yaml"):
             run.artifact(PROJECT_ROOT / path)
-        if proc.returncode != 0:
-            raise RuntimeError(f"`{' '.join(cmd)}` exited with {proc.returncode}; see the stage output above")
+        if returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` exited with {returncode}; see the stage output above")
 
 
 def main() -> None:

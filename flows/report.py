@@ -22,7 +22,9 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
     lines = ["### What was run", "",
              f"- model: `{tr.model}`; datasets: {', '.join(exp.datasets)}; folds: {exp.folds} of "
              f"{params.split.n_folds}; seed {exp.seed}",
-             f"- training subsample per fold: {exp.max_train or 'all'}; test subsample: {exp.max_test or 'all'}",
+             f"- training examples per fold: generators {tr.generator.max_train or exp.max_train or 'all'}, "
+             f"evaluator mwp2eq {tr.parser.max_train or exp.max_train or 'all'} (seeded subsamples); test problems "
+             f"scored per fold: {exp.max_test or 'all'}",
              f"- generator: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
              f"max_steps {tr.generator.max_steps or 'none'}; parser: {tr.parser.epochs} epoch(s), batch "
              f"{tr.parser.batch_size}, lr {tr.parser.lr}, max_steps {tr.parser.max_steps or 'none'}",
