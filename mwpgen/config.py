@@ -34,8 +34,8 @@ class DownloadParams(Section):
 
 class TranslateParams(Section):
     provider: Literal["google"] = Field("google", description="deep-translator backend for cache misses.")
-    source_lang: str = Field("zh-CN", min_length=2)
-    target_lang: str = Field("en", min_length=2)
+    source_lang: str = Field("zh-CN", min_length=2, description="Language of the Math23K source texts.")
+    target_lang: str = Field("en", min_length=2, description="Language to translate into.")
     seed_from_reference: bool = Field(
         True, description="Seed the cache with the paper authors' reference English translation of Math23K."
     )
@@ -64,7 +64,7 @@ class ExperimentParams(Section):
                                     description="Datasets the model stages run on (dvc.yaml's matrix reads this).")
     folds: list[int] = Field([0], min_length=1, description="Cross-validation folds the model stages run on.")
     max_train: int = Field(0, ge=0, description="Seeded subsample of each training fold (0 = all of it).")
-    max_test: int = Field(0, ge=0, description="Seeded subsample of each test fold (0 = all of it).")
+    max_test: int = Field(100, ge=0, description="Seeded subsample of each test fold (0 = all of it).")
     seed: int = Field(2021, ge=0, description="Seed of the subsamples, keyword dropout, training and decoding.")
 
     @field_validator("folds")
@@ -87,11 +87,19 @@ class KeywordsParams(Section):
 class LMTrainParams(Section):
     epochs: int = Field(1, ge=1, le=100, description="Passes over the (subsampled) training fold.")
     max_steps: int = Field(0, ge=0, description="Stop after this many optimizer steps (0 = no cap).")
-    batch_size: int = Field(8, ge=1, le=512)
+    batch_size: int = Field(8, ge=1, le=512, description="Examples per micro-batch (the paper: 8).")
     grad_accum: int = Field(1, ge=1, le=64, description="Micro-batches per optimizer step.")
     lr: float = Field(5e-5, gt=0, le=1, description="AdamW learning rate (the paper: Adam, 5e-5).")
     max_length: int = Field(128, ge=16, le=2048, description="Token budget of prompt + target; the target is cut.")
     max_train: int = Field(0, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
+
+
+class GeneratorTrainParams(LMTrainParams):
+    max_train: int = Field(240, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
+
+
+class ParserTrainParams(LMTrainParams):
+    max_train: int = Field(320, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
 
 
 class TrainParams(Section):
@@ -101,8 +109,8 @@ class TrainParams(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = CUDA when present, else CPU.")
     mixed_precision: bool = Field(True, description="bf16/fp16 autocast on CUDA (ignored on CPU).")
     log_every: int = Field(10, ge=1, description="Steps between progress lines and MLflow loss points.")
-    generator: LMTrainParams = LMTrainParams()
-    parser: LMTrainParams = LMTrainParams()
+    generator: GeneratorTrainParams = GeneratorTrainParams()
+    parser: ParserTrainParams = ParserTrainParams()
 
 
 class GenerateParams(Section):

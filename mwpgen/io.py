@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -78,3 +80,27 @@ def iter_jsonl(path: str | os.PathLike, *, skip_truncated_tail: bool = False) ->
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     return list(iter_jsonl(path))
+
+
+@contextmanager
+def atomic_directory(out_dir: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp folder beside `out_dir`; on success it replaces `out_dir` whole, on error it is removed.
+
+    A killed process leaves only a `.<name>.tmp-*` sibling, never a half-written `out_dir`.
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the final folder should be an ordinary one
+    try:
+        yield tmp
+        old = None
+        if out_dir.exists():  # rename() cannot replace a non-empty folder: move the old one aside first
+            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
+            os.replace(out_dir, old / "d")
+        os.replace(tmp, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -58,3 +58,22 @@ def test_flow_refuses_bad_params_before_work(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "download.retries" in proc.stderr and "many" in proc.stderr
+
+
+def test_schema_defaults_are_the_shipped_default_profile():
+    # A key deleted from params.yaml falls back to the same value the default run used.
+    assert load_params(ROOT / "params.yaml") == Params()
+
+
+def test_paper_profile_applies_and_validates(tmp_path):
+    from mwpgen.config import apply_profile
+
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    changed = apply_profile(params, ROOT / "profiles" / "paper.yaml")
+    assert "train.model='gpt2-large'" in changed
+    loaded = load_params(params)
+    assert loaded.experiment.folds == [0, 1, 2, 3, 4] and loaded.train.generator.epochs == 20
+    assert apply_profile(params, ROOT / "profiles" / "paper.yaml") == []  # idempotent
+    with pytest.raises(ParamsError, match="no such profile"):
+        apply_profile(params, ROOT / "profiles" / "nope.yaml")

@@ -20,8 +20,6 @@ import json
 import math
 import os
 import random
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -29,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
-from mwpgen.io import DataFormatError
+from mwpgen.io import DataFormatError, atomic_directory
 from mwpgen.keywords import keyword_dropout
 
 from .decode import pad_batch
@@ -278,10 +276,7 @@ def save_checkpoint(out_dir: str | os.PathLike, model: torch.nn.Module, src_voca
                     training: Mapping[str, Any] | None = None) -> Path:
     """Write the checkpoint folder atomically: a killed process leaves only a `.tmp-*` sibling."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the final folder should be an ordinary one
-    try:
+    with atomic_directory(out_dir) as tmp:
         # clone(): safetensors refuses tensors that share storage; contiguous CPU copies are always accepted.
         save_file({k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()},
                   str(tmp / "model.safetensors"))
@@ -289,16 +284,6 @@ def save_checkpoint(out_dir: str | os.PathLike, model: torch.nn.Module, src_voca
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         src_vocab.save(tmp / "src_vocab.json")
         tgt_vocab.save(tmp / "tgt_vocab.json")
-        old = None
-        if out_dir.exists():  # rename() cannot replace a non-empty folder: move the old one aside first
-            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
-            os.replace(out_dir, old / "d")
-        os.replace(tmp, out_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out_dir
 
 
