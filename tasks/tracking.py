@@ -135,8 +135,8 @@ def fold_run(model: str, dataset: str, fold: int, stage: str) -> Iterator[StageR
     status = "FAILED"
     try:
         run = StageRun(c, run_id)
-        run.tag(f"mwpgen.stage.{stage}", "done")
         yield run
+        run.tag(f"mwpgen.stage.{stage}", "done")  # only once the stage has really finished
         status = "FINISHED"
     finally:
         for rid in (run_id, group):

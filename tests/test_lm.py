@@ -13,7 +13,7 @@ from mwpgen import lm_data
 from mwpgen.keywords import keyword_dropout
 from mwpgen.generate import generate_problems, parse_equations
 from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import IGNORE_INDEX, LMExample, encode_example, generator_example, parser_example
+from mwpgen.lm_data import IGNORE_INDEX, encode_example, generator_example, parser_example
 from mwpgen.train_lm import lm_loss, train_causal_lm
 
 RECORDS = [

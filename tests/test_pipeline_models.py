@@ -7,7 +7,6 @@ import csv
 import json
 import random
 import sqlite3
-import subprocess
 
 import pytest
 import yaml
@@ -113,6 +112,8 @@ def test_mlflow_nesting_pipeline_model_dataset_fold(project):
     assert [names[r] for r in folds] == ["fold 0"]
     logged = {k for (k,) in db.execute("select key from metrics where run_uuid = ?", folds)}
     assert {"train_loss", "bleu4", "acc_eq", "problems_per_s"} <= logged  # train, generate, evaluate in one run
+    done = dict(db.execute("select key, value from tags where run_uuid = ? and key like 'mwpgen.stage.%'", folds))
+    assert done == {f"mwpgen.stage.{s}": "done" for s in ("train", "generate", "evaluate")}
 
 
 def test_second_repro_of_model_stages_is_a_noop(project):
