@@ -12,11 +12,12 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, EVALUATOR, GENERATORS, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from flows.common import DATA, EVALUATOR, PROJECT_ROOT, all_models, fold_name, params_or_exit, stage_args
 from flows.generate import read_table
 from mwpgen.config import Params
 from mwpgen.experiment import load_fold
 from mwpgen.io import write_json, write_jsonl
+from mwpgen.seq2seq.baseline import read_not_run
 from mwpgen.masking import split_text
 from mwpgen.metrics import TextScorer, equation_symbols, evaluate_generations, novelty
 from tasks.models import parse
@@ -31,6 +32,14 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
     data = load_fold(DATA, dataset, fold, 0, exp.max_test, exp.seed)
     name = fold_name(model, dataset, fold)
     rows = read_table(PROJECT_ROOT / "results" / "generations" / f"{name}.csv")
+    pred_path = PROJECT_ROOT / "results" / "predictions" / f"{name}.jsonl"
+    out = PROJECT_ROOT / "results" / "scores" / f"{name}.json"
+    reason = read_not_run(PROJECT_ROOT / "models" / name)
+    if reason:  # the report marks the row "not run" with this reason; no score is made up for it
+        log.warning("%s on %s fold %d was not run: %s", model, dataset, fold, reason)
+        write_jsonl(pred_path, [])
+        write_json(out, {"model": model, "dataset": dataset, "fold": fold, "n": 0, "not_run": reason})
+        return {"not_run": reason}
     with fold_run(model, dataset, fold, "evaluate") as run:
         start = time.time()
         generated = [r["generated"] for r in rows]
@@ -52,11 +61,9 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
                        for r, p, n, b, m, rl in zip(rows, parsed, novel, per_item.get("bleu4_per_item", []),
                                                     per_item.get("meteor_per_item", []),
                                                     per_item.get("rouge_l_per_item", []))]
-        pred_path = PROJECT_ROOT / "results" / "predictions" / f"{name}.jsonl"
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,
                   "timings_s": {**{k: round(v, 3) for k, v in timings.items()}, "parse": round(parse_s, 3)}}
-        out = PROJECT_ROOT / "results" / "scores" / f"{name}.json"
         write_json(out, result)
         log.info("%s %s fold %d: BLEU-4 %.3f METEOR %.3f ROUGE-L %.3f ACC-eq %.3f novel %.3f", model, dataset, fold,
                  scores["bleu4"], scores["meteor"], scores["rouge_l"], scores["acc_eq"], scores["novelty"])
@@ -67,5 +74,5 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
 
 
 if __name__ == "__main__":
-    args = stage_args(__doc__, dataset=True, fold=True, models=GENERATORS)
+    args = stage_args(__doc__, dataset=True, fold=True, models=all_models())
     evaluate(params_or_exit(args.params), args.model, args.dataset, args.fold)

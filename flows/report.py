@@ -1,17 +1,21 @@
-"""Stage `report`: the paper's Tables 2 and 3 from the folds that ran, with the paper's figures alongside.
+"""Stage `report`: the paper's Tables 2-5 from the runs that exist, with the paper's figures alongside.
 
-Writes reports/table{2,3}.{md,csv,tex} and reports/README.md (tables + what was run), metrics/report.json for
-`dvc metrics show/diff`, and logs every table and per-fold prediction file to MLflow.
+Table 2 (every model), Table 3 (% novel, ACC-eq on novel problems, Dist-3), Table 4 (the ablation variants
+that ran, plus the default "ours" as the full model) and Table 5 (keywords the selector picks).
+Writes reports/table{2,3,4,5}.{md,csv,tex} and reports/README.md (tables + what was run), metrics/report.json
+for `dvc metrics show/diff`, and logs every table and per-fold prediction file to MLflow.
 """
 
 from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import EVALUATOR, GENERATORS, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from flows.common import DATA, EVALUATOR, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from flows.generate import read_table
+from mwpgen.ablation import TABLE4_ROWS, model_name, table4_rows, variant_of
 from mwpgen.config import Params
-from mwpgen.io import atomic_write_text, read_json, write_json
-from mwpgen.report import summary, table2, table3
+from mwpgen.io import atomic_write_text, read_json, read_jsonl, write_json
+from mwpgen.report import TABLE2_MODELS, summary, table2, table3, table4, table5
 from tasks.tracking import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
@@ -19,39 +23,82 @@ REPORTS = PROJECT_ROOT / "reports"
 
 def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
     exp, tr = params.experiment, params.train
+    o, s2s = tr.ours, tr.seq2seq
     lines = ["### What was run", "",
              f"- model: `{tr.model}`; datasets: {', '.join(exp.datasets)}; folds: {exp.folds} of "
              f"{params.split.n_folds}; seed {exp.seed}",
-             f"- training examples per fold: generators {tr.generator.max_train or exp.max_train or 'all'}, "
-             f"evaluator mwp2eq {tr.parser.max_train or exp.max_train or 'all'} (seeded subsamples); test problems "
-             f"scored per fold: {exp.max_test or 'all'}",
-             f"- generator: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
+             f"- training examples per fold: GPT/GPT-pre {tr.generator.max_train or exp.max_train or 'all'}, ours "
+             f"{o.max_train or exp.max_train or 'all'}, evaluator mwp2eq {tr.parser.max_train or exp.max_train or 'all'}"
+             f", seq2seq {exp.max_train or 'all'} (seeded subsamples); test problems scored per fold: "
+             f"{exp.max_test or 'all'}",
+             f"- GPT/GPT-pre: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
              f"max_steps {tr.generator.max_steps or 'none'}; parser: {tr.parser.epochs} epoch(s), batch "
              f"{tr.parser.batch_size}, lr {tr.parser.lr}, max_steps {tr.parser.max_steps or 'none'}",
-             f"- context: {params.keywords.baseline_context} keywords (dropout {params.keywords.dropout} in "
-             f"training); decoding: {params.generate.decoding}, max {params.generate.max_new_tokens} new tokens", "",
+             f"- ours: phase 1 {o.phase1.epochs} epoch(s) max_steps {o.phase1.max_steps or 'none'}, phase 2 "
+             f"{o.phase2.epochs} epoch(s) max_steps {o.phase2.max_steps or 'none'}, batch {o.batch_size}, lr {o.lr}; "
+             f"alpha {o.alpha}, beta {o.beta}, rho {o.rho}, tau {o.tau}, relaxation {o.relaxation}, context "
+             f"{o.context}, mwp2eq initialised from {o.parser_init}",
+             f"- seq2seq: {s2s.steps} steps (x{s2s.math23k_steps_factor} on Math23K); LSTM {s2s.rnn_layers}x"
+             f"{s2s.rnn_hidden} (emb {s2s.emb_dim}), batch {s2s.rnn_batch_size}, Adagrad {s2s.rnn_lr}; transformer "
+             f"{s2s.tf_layers} layers x {s2s.tf_d_model} (ff {s2s.tf_ff}, {s2s.tf_heads} heads), {s2s.tf_batch_tokens}"
+             f" tokens/batch, Noam warm-up {s2s.tf_warmup_steps}; decoding {s2s.decoding} ({s2s.num_beams})",
+             f"- context: {params.keywords.baseline_context} keywords for the baselines (dropout "
+             f"{params.keywords.dropout} in training); LM decoding: {params.generate.decoding}, max "
+             f"{params.generate.max_new_tokens} new tokens", "",
              "| run | training examples | steps | final loss | wall (s) |", "|---|---|---|---|---|"]
     for name, m in sorted(train_metrics.items()):
-        loss = f"{m['final_loss']:.3f}" if m.get("final_loss") is not None else ""
-        lines.append(f"| {name} | {m.get('n_train', '')} | {m['steps']} | {loss} | {m['wall_s']} |")
+        if m.get("not_run"):
+            lines.append(f"| {name} | | | | not run: {m['not_run']} |")
+            continue
+        final = m.get("final_loss", m.get("phase2_lm"))
+        loss = f"{final:.3f}" if final is not None else ""
+        lines.append(f"| {name} | {m.get('n_train', '')} | {m.get('steps', '')} | {loss} | {m.get('wall_s', '')} |")
     return "\n".join(lines) + "\n"
+
+
+def _keyword_examples(exp, per_dataset: int = 3) -> list[dict]:
+    """Table 5 material: the selector's picks for the first test problems of each dataset's first fold."""
+    out = []
+    for d in exp.datasets:
+        k = exp.folds[0]
+        generations = PROJECT_ROOT / "results" / "generations" / f"{fold_name('ours', d, k)}.csv"
+        heuristic = {r["id"]: r for r in read_jsonl(DATA / "keywords" / f"{fold_name(None, d, k)}.jsonl")}
+        for row in read_table(generations)[:per_dataset]:
+            out.append({"dataset": d, "id": row["id"], "problem": row["reference"], "selected": row["context"].split(),
+                        "noun": heuristic[row["id"]]["noun"], "tfidf": heuristic[row["id"]]["tfidf"]})
+    return out
+
+
+def _table4_variant(variants: list[str]):
+    """Scores -> ablation variant. The default "ours" is the full model; unless the `noun` variant was trained
+    through the joint trainer, GPT-pre (the same objective, L_LM with noun keywords) answers its row."""
+    def of(model: str) -> str | None:
+        if model == "gpt_pre" and "noun" not in variants:
+            return "noun"
+        return variant_of(model)
+    return of
 
 
 @flow(name="report")
 def report(params: Params) -> dict:
     log = get_run_logger()
-    exp = params.experiment
+    exp, ab = params.experiment, params.ablation
     runs = [(d, k) for d in exp.datasets for k in exp.folds]
-    scores = [read_json(PROJECT_ROOT / "results" / "scores" / f"{fold_name(m, d, k)}.json")
-              for m in GENERATORS for d, k in runs]
+    ablation_models = [(model_name(v), d, k) for v in ab.variants for d in ab.datasets for k in ab.folds]
+    runs_of = [(m, d, k) for m in TABLE2_MODELS for d, k in runs] + ablation_models
+    scores = [read_json(PROJECT_ROOT / "results" / "scores" / f"{fold_name(m, d, k)}.json") for m, d, k in runs_of]
+    trained = [(m, d, k) for m in (*TABLE2_MODELS, EVALUATOR) for d, k in runs] + ablation_models
     train_metrics = {fold_name(m, d, k): read_json(PROJECT_ROOT / "metrics" / "train" / f"{fold_name(m, d, k)}.json")
-                     for m in (*GENERATORS, EVALUATOR) for d, k in runs}
+                     for m, d, k in trained}
     oracle = [{"model": EVALUATOR, "dataset": d, "fold": k,
                "oracle_acc_eq": train_metrics[fold_name(EVALUATOR, d, k)]["oracle_acc_eq"]} for d, k in runs]
     with stage_run("report") as run:
-        run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model})
-        tables = {"table2": table2(scores, oracle, GENERATORS, exp.datasets),
-                  "table3": table3(scores, GENERATORS, exp.datasets)}
+        run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,
+                    "ablation_variants": ab.variants})
+        tables = {"table2": table2(scores, oracle, TABLE2_MODELS, exp.datasets),
+                  "table3": table3(scores, TABLE2_MODELS, exp.datasets),
+                  "table4": table4(scores, _table4_variant(ab.variants), table4_rows, TABLE4_ROWS, ab.datasets),
+                  "table5": table5(_keyword_examples(exp))}
         for name, table in tables.items():
             for ext in ("md", "csv", "tex"):
                 path = REPORTS / f"{name}.{ext}"

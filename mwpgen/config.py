@@ -102,6 +102,65 @@ class ParserTrainParams(LMTrainParams):
     max_train: int = Field(320, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
 
 
+class OursPhaseParams(Section):
+    epochs: int = Field(1, ge=1, le=100, description="Passes over the (subsampled) training fold in this phase.")
+    max_steps: int = Field(0, ge=0, description="Stop the phase after this many optimizer steps (0 = no cap).")
+
+
+class OursTrainParams(Section):
+    """The paper's method ("ours", Section 2.3): switches reproduce every row of Table 4."""
+
+    phase1: OursPhaseParams = Field(OursPhaseParams(max_steps=20),
+                                    description="Selector + generator, L_LM + beta L_c (Eq. 6).")
+    phase2: OursPhaseParams = Field(OursPhaseParams(max_steps=10),
+                                    description="Generator + mwp2eq, L_LM + alpha L_eq (Eq. 4); selector frozen.")
+    batch_size: int = Field(8, ge=1, le=512, description="Examples per step (the paper: 8).")
+    lr: float = Field(5e-5, gt=0, le=1, description="Adam learning rate of generator, selector and mwp2eq.")
+    max_length: int = Field(128, ge=16, le=2048, description="Token budget of mwp2eq's real examples.")
+    max_problem_tokens: int = Field(96, ge=8, le=2048, description="Generator target tokens kept per problem.")
+    max_train: int = Field(240, ge=0, description="Cap on training examples (0 = experiment.max_train).")
+    alpha: float = Field(1.0, ge=0, description="Weight of L_eq (Eq. 7); the paper does not report its value.")
+    beta: float = Field(1.0, ge=0, description="Weight of L_c (Eq. 7); the paper does not report its value.")
+    rho: float = Field(0.1, gt=0, lt=1, description="Bernoulli prior of the context selector (Eq. 6).")
+    tau: float = Field(1.0, gt=0, description="Gumbel-softmax temperature (supplementary A).")
+    relaxation: Literal["gumbel", "softmax"] = Field("gumbel", description="How L_eq relaxes generated tokens "
+                                                     "(Table 4: Gumbel-softmax vs softmax).")
+    equation_loss: bool = Field(True, description="Train with L_eq in phase 2 (Table 4: w/o L_eq).")
+    context: Literal["selector", "tfidf", "noun"] = Field(
+        "selector", description="Context source: the learned selector, or heuristic keywords (Table 4).")
+    context_loss: bool = Field(True, description="Train the selector with L_c (Table 4: w/o L_c).")
+    parser_init: Literal["pretrained", "evaluator"] = Field(
+        "pretrained", description="Start of the co-trained mwp2eq: the pre-trained LM (the paper), or a copy of "
+        "the evaluator parser (faster on CPU, but correlates training signal and judge).")
+    parser_in_phase1: bool = Field(True, description="mwp2eq also learns its own objective during phase 1 "
+                                   "(on real problems only), so phase 2 starts with a parser that can parse.")
+    threshold: float = Field(0.5, gt=0, lt=1, description="Inference: words with q > threshold are the context.")
+    save_every: int = Field(10, ge=1, description="Steps between resumable training-state checkpoints.")
+
+
+class Seq2SeqTrainParams(Section):
+    """Seq2seq baselines trained from scratch (supplementary Table "Model configurations"), scaled for CPU."""
+
+    steps: int = Field(250, ge=1, description="Optimizer steps (the paper: 5,000; 15,000 for Math23K).")
+    math23k_steps_factor: float = Field(3.0, gt=0, description="Math23K trains steps x this (the paper: 3).")
+    emb_dim: int = Field(300, ge=8, description="RNN word-embedding size (the paper and GloVe: 300).")
+    rnn_hidden: int = Field(256, ge=8, description="LSTM hidden size (the paper: 512).")
+    rnn_layers: int = Field(2, ge=1, le=8, description="LSTM layers of seq2seq-rnn (the paper: 2).")
+    rnn_batch_size: int = Field(64, ge=1, description="Examples per RNN batch (the paper: 64).")
+    rnn_lr: float = Field(0.15, gt=0, description="Adagrad learning rate (the paper: 0.15).")
+    tf_d_model: int = Field(256, ge=8, description="Transformer width (the paper: 512).")
+    tf_heads: int = Field(4, ge=1, description="Attention heads (OpenNMT's recipe: 8).")
+    tf_layers: int = Field(3, ge=1, le=12, description="Encoder and decoder layers (the paper: 6).")
+    tf_ff: int = Field(1024, ge=8, description="Feed-forward size (OpenNMT's recipe: 2048).")
+    tf_batch_tokens: int = Field(2048, ge=64, description="Padded tokens per transformer batch (the paper: 4,096).")
+    tf_warmup_steps: int = Field(400, ge=1, description="Noam warm-up (OpenNMT's recipe: 8,000 for 5,000 steps).")
+    glove_path: str = Field("", description="Local glove.6B.300d.txt for seq2seq-rnn+GloVe; empty = the official "
+                            "download into the model cache (fails offline: the row is then reported as not run).")
+    decoding: Literal["greedy", "beam"] = Field("beam", description="Decoding of the seq2seq models.")
+    num_beams: int = Field(5, ge=1, le=32, description="Beam width (OpenNMT's default: 5).")
+    max_len: int = Field(100, ge=1, description="Longest generated problem, in words.")
+
+
 class TrainParams(Section):
     model: str = Field("smollm2-135m", min_length=1,
                        description="Causal LM: an HF id or local path (gpt2-large for the paper), or smollm2-135m "
@@ -111,6 +170,8 @@ class TrainParams(Section):
     log_every: int = Field(10, ge=1, description="Steps between progress lines and MLflow loss points.")
     generator: GeneratorTrainParams = GeneratorTrainParams()
     parser: ParserTrainParams = ParserTrainParams()
+    ours: OursTrainParams = OursTrainParams()
+    seq2seq: Seq2SeqTrainParams = Seq2SeqTrainParams()
 
 
 class GenerateParams(Section):
@@ -127,6 +188,17 @@ class EvaluateParams(Section):
     meteor_timeout_s: float = Field(600.0, gt=0, description="Watchdog on the METEOR JVM.")
 
 
+ABLATION_VARIANTS = ("eq_softmax", "eq_gumbel", "tfidf", "noun", "selector", "no_context_loss", "no_both", "full")
+
+
+class AblationParams(Section):
+    variants: list[Literal[ABLATION_VARIANTS]] = Field(
+        [], description="Table 4 variants of \"ours\" to run (mwpgen/ablation.py defines each); [] = none. "
+        "profiles/ablation.yaml lists them all.")
+    datasets: list[Dataset] = Field(["arithmetic"], min_length=1, description="Datasets the ablation runs on.")
+    folds: list[int] = Field([0], min_length=1, description="Folds the ablation runs on.")
+
+
 class Params(Section):
     download: DownloadParams = DownloadParams()
     translate: TranslateParams = TranslateParams()
@@ -137,6 +209,7 @@ class Params(Section):
     train: TrainParams = TrainParams()
     generate: GenerateParams = GenerateParams()
     evaluate: EvaluateParams = EvaluateParams()
+    ablation: AblationParams = AblationParams()
 
     @model_validator(mode="after")
     def _folds_exist(self) -> "Params":

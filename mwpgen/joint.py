@@ -65,12 +65,13 @@ class JointConfig:
 @dataclass
 class JointModels:
     generator: torch.nn.Module
-    parser: torch.nn.Module
+    parser: torch.nn.Module | None  # None when L_eq is off: nothing would use it (Table 4's "w/o L_eq" rows)
     tokenizer: object  # shared by generator and parser (check_shared_vocabulary)
     selector: ContextSelector | None = None
 
     def check(self, parser_tokenizer=None) -> None:
-        check_shared_vocabulary(self.tokenizer, parser_tokenizer or self.tokenizer, self.generator, self.parser)
+        if self.parser is not None:
+            check_shared_vocabulary(self.tokenizer, parser_tokenizer or self.tokenizer, self.generator, self.parser)
 
 
 @dataclass(frozen=True)
@@ -179,21 +180,30 @@ def phase2_losses(models: JointModels, batch: Sequence[Encoded], config: JointCo
             autocast_dtype=config.autocast_dtype)
         loss = loss + config.alpha * eq_sum
         out["eq"] = eq_sum / max(n_eq, 1)
+    out["loss"] = loss / n_tok
+    if models.parser is not None:
+        out["parser"] = parser_real_loss(models, batch, config)
+    return out
+
+
+def parser_real_loss(models: JointModels, batch: Sequence[Encoded], config: JointConfig) -> torch.Tensor:
+    """mwp2eq's own objective (Eq. 4 on REAL problems): per-token NLL of E given the batch's real M."""
     real = [encode_example(models.tokenizer, parser_example(b.example.problem, b.example.equation), config.max_length)
             for b in batch]
     dev = models.parser.get_input_embeddings().weight.device
     pb = {k: v.to(dev) for k, v in collate(real, models.tokenizer.pad_token_id).items()}
     with torch.autocast(dev.type, dtype=config.autocast_dtype, enabled=config.autocast_dtype is not None):
         p_logits = models.parser(input_ids=pb["input_ids"], attention_mask=pb["attention_mask"]).logits
-    out |= {"loss": loss / n_tok, "parser": lm_loss(p_logits, pb["labels"])}
-    return out
+    return lm_loss(p_logits, pb["labels"])
 
 
 def make_optimizers(models: JointModels, lr: float = 5e-5, selector_lr: float | None = None,
                     parser_lr: float | None = None) -> dict[str, torch.optim.Optimizer]:
     """Adam (AdamW, weight_decay 0) per model; the paper uses lr 5e-5 for "ours"."""
     opt = lambda m, r: torch.optim.AdamW(m.parameters(), lr=r, weight_decay=0.0)  # noqa: E731
-    out = {"generator": opt(models.generator, lr), "parser": opt(models.parser, parser_lr or lr)}
+    out = {"generator": opt(models.generator, lr)}
+    if models.parser is not None:
+        out["parser"] = opt(models.parser, parser_lr or lr)
     if models.selector is not None:
         out["selector"] = opt(models.selector, selector_lr or lr)
     return out
@@ -221,14 +231,31 @@ def phase1_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
     return {k: float(v.detach()) for k, v in losses.items()}
 
 
+def parser_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
+                config: JointConfig) -> dict[str, float]:
+    """mwp2eq alone on the real pairs (phase 1, when the parser learns beside the generator)."""
+    models.parser.train()
+    loss = parser_real_loss(models, batch, config)
+    loss.backward()
+    _update({"parser": models.parser}, optimizers, config.max_grad_norm)
+    return {"parser": float(loss.detach())}
+
+
 def phase2_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
                 config: JointConfig) -> dict[str, float]:
     """One optimisation step of phase 2 (generator + mwp2eq, selector frozen). Returns the losses."""
+    if config.use_eq_loss and models.parser is None:
+        raise ValueError("phase 2 with L_eq needs the mwp2eq model (JointModels.parser is None)")
     models.generator.train()
-    models.parser.train()
+    trained = {"generator": models.generator}
     losses = phase2_losses(models, batch, config)
-    (losses["loss"] + losses["parser"]).backward()  # disjoint parameters: one backward for both
-    _update({"generator": models.generator, "parser": models.parser}, optimizers, config.max_grad_norm)
+    total = losses["loss"]
+    if models.parser is not None:
+        models.parser.train()
+        total = total + losses["parser"]  # disjoint parameters: one backward for both
+        trained["parser"] = models.parser
+    total.backward()
+    _update(trained, optimizers, config.max_grad_norm)
     return {k: float(v.detach()) for k, v in losses.items()}
 
 

@@ -120,3 +120,11 @@ TABLE4: Final[dict[str, dict[str, dict[str, float]]]] = {
         "math23k": {"bleu4": 0.332, "acc_eq": 0.513},
     },
 }
+
+# Table 5 (tab:kw): (MWP, selected context keywords), the paper's two examples.
+TABLE5: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
+    ("Emily collects num1 cards . Emily ' s father gives Emily num2 more . Bruce has apples . How many cards "
+     "does Emily have ?", ("Emily", "cards", "collects", "father")),
+    ("The school cafeteria had num1 apples . If they used num3 to make lunch for the students and then bought "
+     "num2 more , how many apples would they have ?", ("apples", "cafeteria")),
+)

@@ -16,8 +16,9 @@ from typing import Iterable, Sequence
 
 from mwpgen import paper_results as paper
 
+TABLE2_MODELS = ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf", "gpt", "gpt_pre", "ours")  # the paper's order
 DISPLAY = {"gpt": "GPT", "gpt_pre": "GPT-pre", "ours": "ours", "seq2seq_rnn": "seq2seq-rnn",
-           "seq2seq_rnn_glove": "+ GloVe", "seq2seq_tf": "seq2seq-tf"}
+           "seq2seq_rnn_glove": "seq2seq-rnn + GloVe", "seq2seq_tf": "seq2seq-tf"}
 PAPER_KEY = {"gpt": "gpt", "gpt_pre": "gpt-pre", "ours": "ours", "seq2seq_rnn": "seq2seq-rnn",
              "seq2seq_rnn_glove": "seq2seq-rnn+glove", "seq2seq_tf": "seq2seq-tf"}
 METRIC_NAMES = {"bleu4": "BLEU-4", "meteor": "METEOR", "rouge_l": "ROUGE-L", "acc_eq": "ACC-eq",
@@ -79,11 +80,18 @@ def aggregate(scores: Iterable[dict], metrics: Sequence[str]) -> dict[tuple[str,
     """(model, dataset, metric) -> Cell of per-fold values; also records the folds seen under metric 'folds'."""
     cells: dict[tuple[str, str, str], Cell] = {}
     for s in scores:
+        if s.get("not_run"):
+            continue
         for metric in metrics:
             if metric in s and s[metric] is not None:
                 cells.setdefault((s["model"], s["dataset"], metric), Cell()).values.append(float(s[metric]))
         cells.setdefault((s["model"], s["dataset"], "folds"), Cell()).values.append(float(s["fold"]))
     return cells
+
+
+def not_run_reasons(scores: Iterable[dict]) -> dict[str, str]:
+    """model -> why it did not run (e.g. no GloVe vectors offline), from score files marked not_run."""
+    return {s["model"]: s["not_run"] for s in scores if s.get("not_run")}
 
 
 def _folds_label(cells, model: str, datasets: Sequence[str]) -> str:
@@ -100,24 +108,29 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
     cells = aggregate(scores, metrics)
     oracle_cells = aggregate(oracle, ["oracle_acc_eq"])
     columns = [f"{d} {METRIC_NAMES[m]}" for d in datasets for m in metrics] + ["folds run"]
-    rows = [("mwp2eq oracle ACC-eq (ours)",
+    rows = [("mwp2eq oracle ACC-eq (this run)",
              ["" if m != "acc_eq" else oracle_cells.get(("mwp2eq", d, "oracle_acc_eq"), Cell()).text()
               for d in datasets for m in metrics] + [_folds_label(oracle_cells, "mwp2eq", datasets)]),
             ("mwp2eq oracle ACC-eq (paper)",
              ["" if m != "acc_eq" else f"({paper.ORACLE_ACC_EQ[d]:.3f})" for d in datasets for m in metrics] + ["5-fold"])]
+    skipped = not_run_reasons(scores)
     for model in models:
         if any((model, d, m) in cells for d in datasets for m in metrics):
-            rows.append((f"{DISPLAY.get(model, model)} (ours)",
+            rows.append((f"{DISPLAY.get(model, model)} (this run)",
                          [cells.get((model, d, m), Cell()).text() for d in datasets for m in metrics]
                          + [_folds_label(cells, model, datasets)]))
+        elif model in skipped:
+            rows.append((f"{DISPLAY.get(model, model)} (this run)",
+                         ["not run"] * (len(columns) - 1) + [f"not run: {skipped[model]}"]))
         key = PAPER_KEY.get(model)
         if key in paper.TABLE2:
             rows.append((f"{DISPLAY.get(model, model)} (paper)",
                          [f"{paper.TABLE2[key][d][m]:.3f}" for d in datasets for m in metrics] + ["5-fold"]))
     return Table("Table 2: language quality and equation accuracy", columns, rows,
-                 ["(ours) rows: mean ± population std over the folds listed; (paper) rows: the paper's reported "
+                 ["(this run) rows: mean ± population std over the folds listed; (paper) rows: the paper's reported "
                   "5-fold averages, for reference.",
-                  "Empty cell: not run; – : not computable (e.g. no novel problems)."])
+                  "Empty cell: not run; – : not computable (e.g. no novel problems); \"not run\": the model could "
+                  "not be trained here, for the reason given (never replaced by a stand-in)."])
 
 
 def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str]) -> Table:
@@ -126,7 +139,7 @@ def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str]) -
     rows = []
     for model in models:
         if any((model, d, "novelty") in cells for d in datasets):
-            rows.append((f"{DISPLAY.get(model, model)} (ours)",
+            rows.append((f"{DISPLAY.get(model, model)} (this run)",
                          [cells.get((model, d, m), Cell()).text(scale=100 if m == "novelty" else 1,
                                                                 digits=2 if m == "novelty" else 3)
                           for d in datasets for m in ("novelty", "acc_eq_novel", "dist3")]))
@@ -138,6 +151,46 @@ def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str]) -
     return Table("Table 3: % of generated problems not in the training fold", columns, rows,
                  ["% novel: normalised generated text not found among the training fold's problems.",
                   "ACC-eq (novel): ACC-eq over the novel problems only; Dist-3: distinct 3-grams / all 3-grams."])
+
+
+def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], datasets: Sequence[str]) -> Table:
+    """Table 4 (ablation): BLEU-4 and ACC-eq of each variant that ran. `variant_of(model)` maps a score's model
+    to its ablation variant (or None); `rows_of(variant)` gives the Table 4 rows a variant answers."""
+    metrics = ("bleu4", "acc_eq")
+    by_row: dict[str, list[dict]] = {}
+    for s in scores:
+        variant = variant_of(s["model"])
+        if variant is not None and not s.get("not_run"):
+            for label in rows_of(variant):
+                by_row.setdefault(label, []).append(s | {"model": label, "source_model": s["model"]})
+    cells = aggregate([s for ss in by_row.values() for s in ss], metrics)
+    columns = [f"{d} {METRIC_NAMES[m]}" for d in datasets for m in metrics] + ["runs"]
+    rows = []
+    for label in row_labels:
+        if label in by_row:
+            runs = sorted({f"{s['dataset'][:4]}:{s['fold']}" for s in by_row[label]})
+            source = sorted({s["source_model"] for s in by_row[label]})
+            rows.append((f"{label} (this run)", [cells.get((label, d, m), Cell()).text() for d in datasets for m in metrics]
+                         + [" ".join(runs) + " from " + ", ".join(source)]))
+        if label in paper.TABLE4:
+            rows.append((f"{label} (paper)", [f"{paper.TABLE4[label][d][m]:.3f}" for d in datasets for m in metrics]
+                         + ["5-fold"]))
+    return Table("Table 4: ablation (BLEU-4 and ACC-eq)", columns, rows,
+                 ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ablation.py; rows "
+                  "that are the same run in the paper's table (context selection = full model w/o L_eq) share it.",
+                  "Rows without a (this run) line have not been run: python -m flows.pipeline --profile ablation."])
+
+
+def table5(examples: Sequence[dict], limit: int = 6) -> Table:
+    """Table 5: context keywords the selector picks (q > threshold) from real test problems, beside the
+    heuristic noun and TF-IDF keywords of the same problems. examples: dicts with dataset, id, problem,
+    selected, noun, tfidf."""
+    rows = [(f"{e['dataset']} {e['id']}", [e["problem"], " ".join(e["selected"]) or "(none)", " ".join(e["noun"]),
+                                           " ".join(e["tfidf"])]) for e in examples[:limit]]
+    paper_rows = [(f"paper example {i + 1}", [p, " ".join(k), "", ""]) for i, (p, k) in enumerate(paper.TABLE5)]
+    return Table("Table 5: selected context keywords", ["MWP", "selected (q > 0.5)", "noun", "TF-IDF"],
+                 rows + paper_rows, ["Selected keywords come from the trained selector of \"ours\" on each dataset's "
+                                     "first test problems (results/generations/ours/*, column context)."])
 
 
 def summary(scores: list[dict], oracle: list[dict]) -> dict:

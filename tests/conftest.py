@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
 
@@ -42,3 +44,15 @@ def run_in(dest: Path, env: dict, cmd: list[str], check: bool = True, timeout: i
     if check and proc.returncode != 0:
         raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """Unit tests use tiny tensors: handing them to a second thread costs more than it saves (10x slower steps
+    on a busy 2-core machine). Subprocesses (the DVC end-to-end tests) keep torch's default."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

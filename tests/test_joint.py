@@ -22,15 +22,6 @@ RECORDS = [
 EXAMPLES = [JointExample(e, p, k) for e, p, k in RECORDS]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny matrices: thread hand-off costs more than it saves (10x slower steps on a busy 2-core box)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory):
     corpus = [generator_example(e, k, p).prompt + " " + p for e, p, k in RECORDS]

@@ -1,5 +1,6 @@
-"""End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre) -> generate -> evaluate -> report, with a
-tiny randomly initialised model on tiny synthetic data, in a scratch copy of the project."""
+"""End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre, ours, seq2seq) -> generate -> evaluate ->
+ablate (one Table 4 variant) -> report, with a tiny randomly initialised model and tiny seq2seq models on tiny
+synthetic data, in a scratch copy of the project."""
 
 from __future__ import annotations
 
@@ -17,9 +18,12 @@ from mwpgen.lm import tiny_model_dir
 from mwpgen.lm_data import GENERATOR_TEMPLATE, PARSER_TEMPLATE
 from mwpgen.splits import seeded_folds
 
+MODELS = ["gpt", "gpt_pre", "seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf", "ours"]
 STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt-arithmetic-0",
-          "train@gpt_pre-arithmetic-0", "generate@gpt-arithmetic-0", "generate@gpt_pre-arithmetic-0",
-          "evaluate@gpt-arithmetic-0", "evaluate@gpt_pre-arithmetic-0", "report"]
+          "train@gpt_pre-arithmetic-0", "train_ours@arithmetic-0",
+          *(f"train_seq2seq@{m}-arithmetic-0" for m in MODELS if m.startswith("seq2seq")),
+          *(f"{stage}@{m}-arithmetic-0" for stage in ("generate", "evaluate") for m in MODELS),
+          "ablate@eq_softmax-arithmetic-0", "report"]
 TEMPLATES = [
     ("{a} has num1 {o} . {b} gives {a} num2 more {o} . How many {o} does {a} have now ?", "x = num1 + num2"),
     ("{a} had num1 {o} . {a} gave num2 {o} to {b} . How many {o} does {a} have left ?", "x = num1 - num2"),
@@ -56,6 +60,12 @@ def project(tmp_path_factory):
     params["train"].update(model=str(dest / "tiny-model"), log_every=5)
     for kind in ("generator", "parser"):
         params["train"][kind].update(max_steps=40, batch_size=8, lr=3e-3, max_train=0)
+    params["train"]["ours"].update(phase1={"epochs": 1, "max_steps": 4}, phase2={"epochs": 1, "max_steps": 3},
+                                   max_train=0, lr=3e-3, save_every=2)
+    params["train"]["seq2seq"].update(steps=40, emb_dim=16, rnn_hidden=32, rnn_layers=1, tf_d_model=32, tf_heads=2,
+                                      tf_layers=1, tf_ff=64, tf_batch_tokens=512, tf_warmup_steps=10,
+                                      glove_path=str(dest / "no-glove.txt"), num_beams=2, max_len=30)
+    params["ablation"].update(variants=["eq_softmax"], datasets=["arithmetic"], folds=[0])
     params["generate"].update(max_new_tokens=24, batch_size=4)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(dest)
@@ -87,14 +97,38 @@ def test_generation_table_and_scores(project):
     assert 0.0 <= oracle["oracle_acc_eq"] <= 1.0 and oracle["n_test"] == len(test_ids)
 
 
+def test_ours_selects_context_and_glove_row_is_not_run(project):
+    dest = project[0]
+    with open(dest / "results" / "generations" / "ours" / "arithmetic" / "fold0.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["generated"] is not None for r in rows)
+    for r in rows:  # selected words come from the problem itself
+        assert set(r["context"].split()) <= set(r["reference"].split())
+    train = json.loads((dest / "metrics" / "train" / "ours" / "arithmetic" / "fold0.json").read_text())
+    assert (train["phase1_steps"], train["phase2_steps"]) == (4, 3) and "phase2_eq" in train
+    assert not (dest / "checkpoints" / "ours" / "arithmetic" / "fold0" / "state.pt").exists()  # done: state dropped
+    glove = json.loads((dest / "results" / "scores" / "seq2seq_rnn_glove" / "arithmetic" / "fold0.json").read_text())
+    assert "no-glove.txt" in glove["not_run"] and "bleu4" not in glove
+    for model in ("seq2seq_rnn", "seq2seq_tf", "ours", "ours-eq_softmax"):
+        scores = json.loads((dest / "results" / "scores" / model / "arithmetic" / "fold0.json").read_text())
+        assert scores["n"] > 0 and "acc_eq" in scores, model
+
+
 def test_report_tables_and_dvc_metrics(project):
     dest, env = project[0], project[1]
-    for name in ("table2", "table3"):
+    table4 = (dest / "reports" / "table4.md").read_text()
+    assert "L_eq (softmax) (this run)" in table4 and "full model (this run)" in table4
+    assert "keyword, TF-IDF (this run)" not in table4  # not run: only the paper's line
+    assert "context keywords" in (dest / "reports" / "table5.md").read_text().lower() or \
+        "selected" in (dest / "reports" / "table5.md").read_text()
+    for name in ("table2", "table3", "table4", "table5"):
         for ext in ("md", "csv", "tex"):
             assert (dest / "reports" / f"{name}.{ext}").stat().st_size > 0
     table2 = (dest / "reports" / "table2.md").read_text()
-    for row in ("GPT (ours)", "GPT-pre (ours)", "GPT-pre (paper)", "mwp2eq oracle ACC-eq (ours)"):
+    for row in ("GPT (this run)", "GPT-pre (this run)", "GPT-pre (paper)", "mwp2eq oracle ACC-eq (this run)",
+                "seq2seq-rnn (this run)", "seq2seq-tf (this run)", "ours (this run)", "ours (paper)"):
         assert row in table2
+    assert "not run: " in table2 and "seq2seq-rnn + GloVe (this run)" in table2
     assert "0.316" in table2  # the paper's GPT-pre BLEU-4 on Arithmetic, shown for reference
     shown = run_in(dest, env, ["dvc", "metrics", "show", "metrics/report.json"]).stdout
     assert "gpt_pre.arithmetic.bleu4" in shown

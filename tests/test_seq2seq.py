@@ -42,14 +42,6 @@ CONFIGS = {
 }
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny matrices: threads only add overhead (and the box may be busy)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def vocabs():
     return build_vocabs(RECORDS, KEYWORDS)

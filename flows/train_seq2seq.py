@@ -1,0 +1,109 @@
+"""Stage `train_seq2seq`: train one seq2seq baseline of the paper's Tables 2-3 on one (dataset, fold).
+
+- `seq2seq_rnn`: 2-layer LSTM encoder-decoder with attention (OpenNMT-py's default RNN, as the paper ran it);
+- `seq2seq_rnn_glove`: the same with GloVe 300d word embeddings; without GloVe vectors (offline, no local
+  file) the stage writes models/<model>/<dataset>/fold<k>/NOT_RUN.json with the reason and exits 0, so the
+  row is reported as not run rather than silently trained without GloVe;
+- `seq2seq_tf`: transformer encoder-decoder with the Noam schedule.
+
+Input = equation + <sep> + the noun keywords of `params.keywords.baseline_context` (keyword dropout during
+training), output = the problem text; trained from scratch on every training record of the fold, vocabularies
+from that fold only. Sizes and steps: `params.train.seq2seq` (profiles/paper.yaml holds the paper's).
+"""
+
+from __future__ import annotations
+
+from mlflow.exceptions import MlflowException
+from prefect import flow, get_run_logger
+
+from flows.common import DATA, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from mwpgen.config import Params
+from mwpgen.experiment import load_fold
+from mwpgen.io import atomic_write_text, read_jsonl, write_json
+from mwpgen.seq2seq.baseline import NOT_RUN_FILE, SEQ2SEQ_MODELS, write_not_run
+from tasks.seq2seq import train_seq2seq_baseline
+from tasks.tracking import fold_run
+
+
+def _log_params(run, params: dict, log) -> None:
+    """Log params one by one. MLflow refuses to change a logged param, and a standalone stage re-run reuses
+    its fold run (tasks/tracking.fold_run), so after a params.yaml change a value that differs from the one
+    logged before is kept as a tag `param_changed.<key>` (with a warning) instead of failing the stage."""
+    changed = []
+    for key, value in params.items():
+        try:
+            run.params({key: value})
+        except MlflowException:
+            run.tag(f"param_changed.{key}", str(value)[:5000])
+            changed.append(key)
+    if changed:
+        log.warning("this fold run already logged other values of %s; the new ones are tags param_changed.*",
+                    ", ".join(changed))
+
+
+def _write_curve(path, losses: list[float]) -> None:
+    rows = ["step,loss"] + [f"{i},{loss:.6f}" for i, loss in enumerate(losses, start=1)]
+    atomic_write_text(path, "\n".join(rows) + "\n")
+
+
+@flow(name="train_seq2seq")
+def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
+    log = get_run_logger()
+    exp, cfg = params.experiment, params.train.seq2seq
+    data = load_fold(DATA, dataset, fold, exp.max_train, exp.max_test, exp.seed)
+    name = fold_name(model, dataset, fold)
+    checkpoint = PROJECT_ROOT / "models" / name
+    out = PROJECT_ROOT / "metrics" / "train" / f"{name}.json"
+    context = params.keywords.baseline_context
+    rows = read_jsonl(DATA / "keywords" / f"{fold_name(None, dataset, fold)}.jsonl")
+    keywords = {r["id"]: r[context] for r in rows if r["split"] == "train"}
+    with fold_run(model, dataset, fold, "train") as run:
+        _log_params(run, {"kind": "seq2seq", "n_train": len(data.train), "n_train_full": data.n_train_full,
+                          "context": context, "keyword_dropout": params.keywords.dropout, "seed": exp.seed,
+                          **{f"train.seq2seq.{k}": v for k, v in cfg.model_dump().items()}}, log)
+        log.info("training %s on %s fold %d: %d examples", model, dataset, fold, len(data.train))
+        result = train_seq2seq_baseline(
+            params, model, dataset, data.train, keywords, checkpoint,
+            on_log=lambda rec: run.metrics({"train_loss": rec["loss"], "tokens_per_s": rec["tokens_per_s"]},
+                                           step=rec["step"]))
+        if result["not_run"]:
+            log.warning("%s on %s fold %d NOT RUN: %s", model, dataset, fold, result["not_run"])
+            write_not_run(checkpoint, result["not_run"])
+            write_json(out, {"not_run": result["not_run"]})
+            _write_curve(PROJECT_ROOT / "plots" / "train" / f"{name}.csv", [])  # DVC's declared output: no points
+            run.tag("mwpgen.not_run", result["not_run"][:5000])
+            run.artifact(checkpoint / NOT_RUN_FILE)
+            run.artifact(out)
+            return {"not_run": result["not_run"]}
+        train = result["train"]
+        setup = result["setup"]
+        metrics = {"steps": train["steps"], "final_loss": train["final_loss"], "wall_s": round(train["wall_time_s"], 1),
+                   "tokens": train["tokens"], "tokens_per_s": round(train["tokens"] / max(train["wall_time_s"], 1e-9), 1),
+                   "s_per_step": round(train["wall_time_s"] / max(train["steps"], 1), 4), "epochs": train["epochs"],
+                   "n_train": result["n_train"], "src_vocab_size": result["src_vocab_size"],
+                   "tgt_vocab_size": result["tgt_vocab_size"],
+                   "n_params": result["n_params"],
+                   "model": {k: v for k, v in setup["model"].items() if k not in ("src_vocab_size", "tgt_vocab_size")},
+                   "train": setup["train"]}
+        if result["glove"] is not None:
+            metrics["glove"] = result["glove"]
+        _log_params(run, {f"run.model.{k}": v for k, v in metrics["model"].items()}
+                    | {f"run.train.{k}": v for k, v in metrics["train"].items()}, log)
+        curve = PROJECT_ROOT / "plots" / "train" / f"{name}.csv"
+        _write_curve(curve, train["losses"])
+        write_json(out, metrics)
+        flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+        if result["glove"] is not None:
+            flat.update({f"glove_{k}": v for k, v in result["glove"].items() if isinstance(v, (int, float))})
+        run.metrics(flat)
+        run.artifact(checkpoint / "config.json", "checkpoint")
+        run.artifact(curve)
+        run.artifact(out)
+    log.info("%s on %s fold %d: %d steps in %.1f s, final loss %.3f", model, dataset, fold, metrics["steps"],
+             metrics["wall_s"], metrics["final_loss"])
+    return metrics
+
+
+if __name__ == "__main__":
+    args = stage_args(__doc__, dataset=True, fold=True, models=SEQ2SEQ_MODELS)
+    train_seq2seq(params_or_exit(args.params), args.model, args.dataset, args.fold)

@@ -1,0 +1,63 @@
+"""The paper's Table 4 (ablation) as settings of `train.ours`: each variant is "ours" with some switches
+changed, trained, generated and evaluated by the same code as the full model.
+
+Table 4 has three groups; rows that are the same training run appear once here with several labels:
+
+  equation consistency alone (heuristic noun context, no selector):  L_eq (softmax), L_eq (Gumbel-softmax)
+  context alone (no L_eq):  keyword TF-IDF, keyword noun+pronoun, context selection (= full model w/o L_eq)
+  full model ablations:  w/o L_c, w/o L_eq, w/o both, full model
+
+"keyword, noun+pronoun" trains exactly GPT-pre's objective (L_LM with noun keywords) through the joint trainer,
+so comparing it with the GPT-pre row checks that the two code paths agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mwpgen.config import ABLATION_VARIANTS, OursTrainParams
+
+# variant -> (overrides of train.ours, Table 4 row labels it answers (paper_results.TABLE4 keys))
+VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "eq_softmax": ({"context": "noun", "relaxation": "softmax", "equation_loss": True}, ("L_eq (softmax)",)),
+    "eq_gumbel": ({"context": "noun", "relaxation": "gumbel", "equation_loss": True}, ("L_eq (Gumbel-softmax)",)),
+    "tfidf": ({"context": "tfidf", "equation_loss": False}, ("keyword, TF-IDF",)),
+    "noun": ({"context": "noun", "equation_loss": False}, ("keyword, noun+pronoun",)),
+    "selector": ({"context": "selector", "context_loss": True, "equation_loss": False},
+                 ("context selection", "full model w/o L_eq")),
+    "no_context_loss": ({"context": "selector", "context_loss": False, "equation_loss": True},
+                        ("full model w/o L_c",)),
+    "no_both": ({"context": "selector", "context_loss": False, "equation_loss": False}, ("full model w/o both",)),
+    "full": ({}, ("full model",)),
+}
+assert tuple(VARIANTS) == ABLATION_VARIANTS, "config.ABLATION_VARIANTS and ablation.VARIANTS disagree"
+
+TABLE4_ROWS = ("L_eq (softmax)", "L_eq (Gumbel-softmax)", "keyword, TF-IDF", "keyword, noun+pronoun",
+               "context selection", "full model w/o L_c", "full model w/o L_eq", "full model w/o both", "full model")
+
+
+def model_name(variant: str) -> str:
+    """Directory / MLflow name of an ablation run: "ours-<variant>". The default pipeline's "ours" (the full
+    model under params.yaml's train.ours) also answers Table 4's "full model" row."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown ablation variant {variant!r}; known: {', '.join(VARIANTS)}")
+    return f"ours-{variant}"
+
+
+def variant_of(model: str) -> str | None:
+    """Inverse of model_name; None for models that are not "ours" variants."""
+    if model == "ours":
+        return "full"
+    if model.startswith("ours-") and model[5:] in VARIANTS:
+        return model[5:]
+    return None
+
+
+def variant_params(base: OursTrainParams, variant: str) -> OursTrainParams:
+    """`base` (params.yaml's train.ours) with the variant's switches applied."""
+    overrides, _ = VARIANTS[variant]
+    return base.model_copy(update=overrides)
+
+
+def table4_rows(variant: str) -> tuple[str, ...]:
+    return VARIANTS[variant][1]

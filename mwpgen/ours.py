@@ -1,0 +1,120 @@
+"""A trained "ours" model on disk, and inference with it: the selector picks each test problem's context and
+the generator writes the problem from the same inputs it was trained on.
+
+Bundle folder (written atomically):
+    generator/             the fine-tuned LM (save_pretrained, with its tokenizer)
+    selector.safetensors   q_Psi: w, b and the frozen pre-trained embedding matrix it reads (Eq. 5)
+    ours.json              the switches it was trained with (context source, threshold, ...)
+The co-trained mwp2eq is not kept: it only shapes training; ACC-eq is judged by the independent evaluator.
+
+Inference context. Training fed the generator every candidate word of the problem in the context slot, each
+word's token embeddings multiplied by its sample c (0 or 1; selector.gated_context_embeddings). Inference uses
+the same slot with the deterministic c = 1{q > threshold} (the paper's "selected keywords"), so the generator
+sees exactly the input distribution it was trained on: unselected words are zero vectors, not removed. With a
+heuristic context source (Table 4's keyword rows) the slot is the keywords' tokens, as in training. The prompt
+is therefore built as embeddings, and decoding starts from `inputs_embeds`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .generate import Decoding, _generation_config
+from .io import atomic_directory
+from .joint import JointExample, encode_joint
+from .selector import ContextSelector, selected_words, selector_batch
+
+BUNDLE_FORMAT = "mwpgen-ours/1"
+
+
+def save_bundle(out_dir: Path, generator, tokenizer, selector: ContextSelector | None, settings: dict) -> Path:
+    with atomic_directory(out_dir) as tmp:
+        generator.save_pretrained(tmp / "generator", safe_serialization=True)
+        tokenizer.save_pretrained(tmp / "generator")
+        if selector is not None:
+            save_file({k: v.detach().cpu().contiguous() for k, v in selector.state_dict().items()},
+                      str(tmp / "selector.safetensors"))
+        (tmp / "ours.json").write_text(json.dumps({"format": BUNDLE_FORMAT, **settings}, indent=2) + "\n",
+                                       encoding="utf-8")
+    return Path(out_dir)
+
+
+def bundle_settings(path: Path) -> dict:
+    """The switches a bundle was trained with (ours.json)."""
+    meta = Path(path) / "ours.json"
+    if not meta.exists():
+        raise FileNotFoundError(f"no trained 'ours' model at {path} (missing ours.json); run its train stage first")
+    settings = json.loads(meta.read_text(encoding="utf-8"))
+    if settings.get("format") != BUNDLE_FORMAT:
+        raise ValueError(f"{meta}: not a {BUNDLE_FORMAT} bundle (format {settings.get('format')!r})")
+    return settings
+
+
+def load_bundle(path: Path, device: str = "cpu"):
+    """(generator, tokenizer, selector or None, settings)."""
+    from .lm import load_model_and_tokenizer
+
+    path = Path(path)
+    settings = bundle_settings(path)
+    generator, tokenizer = load_model_and_tokenizer(str(path / "generator"), path, pretrained=True, device=device)
+    selector = None
+    if (path / "selector.safetensors").exists():
+        state = load_file(str(path / "selector.safetensors"))
+        selector = ContextSelector(state["embeddings"])
+        selector.load_state_dict(state)
+        selector.to(device).eval()
+    return generator.eval(), tokenizer, selector, settings
+
+
+@torch.no_grad()
+def select_context(selector: ContextSelector, encoded: Sequence, threshold: float) -> tuple[torch.Tensor, list]:
+    """Deterministic c = 1{q > threshold} [B, T] and each problem's selected words (Table 5)."""
+    sel = selector_batch([e.problem for e in encoded], 0, selector.embeddings.device)
+    q = selector(**sel)
+    words = [selected_words(e.problem, q[i, : len(e.problem.ids)], threshold) for i, e in enumerate(encoded)]
+    return (q > threshold).float(), words
+
+
+def _prompt_embeddings(generator, encoded, c_row: torch.Tensor | None) -> torch.Tensor:
+    from .selector import context_slot, gated_context_embeddings
+
+    emb = generator.get_input_embeddings()
+    ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=emb.weight.device)  # noqa: E731
+    slot = emb(ids(encoded.keywords)) if c_row is None else gated_context_embeddings(
+        emb, *context_slot(encoded.problem), c_row)
+    return torch.cat([emb(ids(encoded.prefix)), slot, emb(ids(encoded.suffix))])
+
+
+@torch.no_grad()
+def generate_with_context(generator, tokenizer, selector: ContextSelector | None, examples: Sequence[JointExample],
+                          *, threshold: float = 0.5, max_problem_tokens: int | None = 96, batch_size: int = 16,
+                          decoding: Decoding = "greedy", num_beams: int = 4, top_p: float = 0.9,
+                          temperature: float = 1.0, max_new_tokens: int = 80, seed: int = 0) -> tuple[list, list]:
+    """(generated problem per example, context words per example). With a selector the context is chosen from
+    each example's problem text; without one it is the example's keywords."""
+    torch.manual_seed(seed)
+    config = _generation_config(tokenizer, decoding, num_beams, top_p, temperature, max_new_tokens)
+    encoded = [encode_joint(tokenizer, ex, max_problem_tokens) for ex in examples]
+    texts: list[str] = [""] * len(examples)
+    contexts: list[list[str]] = [list(ex.keywords) for ex in examples]
+    for start in range(0, len(encoded), batch_size):
+        chunk = encoded[start : start + batch_size]
+        c = None
+        if selector is not None:
+            c, words = select_context(selector, chunk, threshold)
+            contexts[start : start + len(chunk)] = words
+        rows = [_prompt_embeddings(generator, e, None if c is None else c[i]) for i, e in enumerate(chunk)]
+        width = max(r.shape[0] for r in rows)
+        embeds = rows[0].new_zeros(len(rows), width, rows[0].shape[1])
+        mask = torch.zeros(len(rows), width, dtype=torch.long, device=embeds.device)
+        for i, r in enumerate(rows):  # left padding: every row's next token is in the last column
+            embeds[i, width - r.shape[0] :], mask[i, width - r.shape[0] :] = r, 1
+        out = generator.generate(inputs_embeds=embeds, attention_mask=mask, generation_config=config)
+        for i, text in enumerate(tokenizer.batch_decode(out, skip_special_tokens=True)):
+            texts[start + i] = text.split("\n", 1)[0].strip()
+    return texts, contexts

@@ -1,0 +1,202 @@
+"""The training loop of "ours": phase 1 then phase 2 (joint.py), resumable from its last checkpoint.
+
+The whole run is one sequence of global steps: phase 1 takes steps [0, S1), phase 2 [S1, S1 + S2). Step g's
+batch is a pure function of (seed, phase, epoch, position), so the data position is just g. Every
+`save_every` steps the state is written atomically to `state_dir/state.pt`: model, selector and optimizer
+states, the LR schedulers, g, the loss history and the torch / Python / CUDA RNG states (Bernoulli context
+samples, Gumbel noise, dropout and context permutation all draw from the global torch RNG). A killed run
+restarts from that file and, on the same device, ends bit-for-bit where an uninterrupted run would
+(tests/test_train_joint.py). The file carries a fingerprint of everything that shapes the run; a state written
+by a different configuration or data is refused by name, never silently resumed.
+
+Paper (supplementary "Training Details"): Adam, lr 5e-5, constant (no schedule is mentioned); the schedulers
+here are constant and exist so that a schedule change cannot silently break resumption.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from .joint import JointConfig, JointExample, JointModels, encode_joint, make_optimizers, parser_step, phase1_step, \
+    phase2_step
+
+STATE_FILE = "state.pt"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    phase1_epochs: int = 1
+    phase1_max_steps: int = 0  # 0 = no cap
+    phase2_epochs: int = 1
+    phase2_max_steps: int = 0
+    batch_size: int = 8
+    lr: float = 5e-5
+    seed: int = 0
+    parser_in_phase1: bool = True  # mwp2eq learns its own objective beside phase 1 (see joint.py)
+    save_every: int = 10
+    log_every: int = 10
+
+    def phase_steps(self, n_examples: int) -> tuple[int, int]:
+        per_epoch = math.ceil(n_examples / self.batch_size)
+        cap = lambda epochs, max_steps: min(epochs * per_epoch, max_steps) if max_steps else epochs * per_epoch  # noqa: E731
+        return cap(self.phase1_epochs, self.phase1_max_steps), cap(self.phase2_epochs, self.phase2_max_steps)
+
+
+class ResumeMismatch(RuntimeError):
+    """The saved training state belongs to a different run configuration."""
+
+
+def fingerprint(config: JointConfig, schedule: Schedule, examples: Sequence[JointExample], extra: dict) -> str:
+    """sha256 of what shapes the run: a state is resumed only by the run that wrote it."""
+    cfg = {k: str(v) for k, v in vars(config).items()}
+    data = [(e.equation, e.problem, list(e.keywords)) for e in examples]
+    blob = json.dumps({"config": cfg, "schedule": vars(schedule), "data": data, "extra": extra}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _batch_indices(n: int, batch_size: int, seed: int, phase: int, epoch: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed * 1_000_003 + phase * 1_009 + epoch)
+    order = torch.randperm(n, generator=g).tolist()
+    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def _position(step: int, s1: int, n: int, batch_size: int) -> tuple[int, int, int]:
+    """(phase, epoch, batch index) of global step `step`."""
+    per_epoch = math.ceil(n / batch_size)
+    phase, local = (1, step) if step < s1 else (2, step - s1)
+    return phase, local // per_epoch, local % per_epoch
+
+
+def _rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _modules(models: JointModels) -> dict[str, torch.nn.Module]:
+    out = {"generator": models.generator}
+    if models.parser is not None:
+        out["parser"] = models.parser
+    if models.selector is not None:
+        out["selector"] = models.selector
+    return out
+
+
+def save_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict, step: int, history: list,
+               fp: str) -> None:
+    state = {"fingerprint": fp, "step": step, "history": history, "rng": _rng_state(),
+             "models": {k: m.state_dict() for k, m in _modules(models).items()},
+             "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
+             "schedulers": {k: s.state_dict() for k, s in schedulers.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    torch.save(state, tmp)
+    os.replace(tmp, path)  # a kill mid-write leaves the previous state intact
+
+
+def load_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict, fp: str) -> tuple[int, list]:
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("fingerprint") != fp:
+        raise ResumeMismatch(
+            f"{path} was written by a run with different settings or data; delete it to start over "
+            f"(saved fingerprint {str(state.get('fingerprint'))[:12]}, this run {fp[:12]})")
+    for k, m in _modules(models).items():
+        m.load_state_dict(state["models"][k])
+    for k, o in optimizers.items():
+        o.load_state_dict(state["optimizers"][k])
+    for k, s in schedulers.items():
+        s.load_state_dict(state["schedulers"][k])
+    _set_rng_state(state["rng"])
+    return state["step"], state["history"]
+
+
+def train_joint(
+    models: JointModels,
+    examples: Sequence[JointExample] | Callable[[int, int], Sequence[JointExample]],
+    config: JointConfig,
+    schedule: Schedule,
+    *,
+    state_dir: Path | None = None,
+    fingerprint_extra: dict | None = None,
+    on_log: Callable[[dict], None] | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> dict:
+    """Run phase 1 then phase 2. `examples` is a list or `(phase, epoch) -> list` (fresh keyword dropout per
+    epoch, reproducible). Resumes from `state_dir/state.pt` when it exists. `on_step(g)` is called after global
+    step g (1-based) and its checkpoint; the tests raise from it to simulate a kill.
+    Returns {"history": per-step loss dicts, "steps": (S1, S2), "wall_time_s", "resumed_from"}."""
+    get = examples if callable(examples) else (lambda _p, _e: examples)
+    n = len(get(1, 0))
+    s1, s2 = schedule.phase_steps(n)
+    fp = fingerprint(config, schedule, get(1, 0), fingerprint_extra or {})
+    torch.manual_seed(schedule.seed)
+    random.seed(schedule.seed)
+    optimizers = make_optimizers(models, lr=schedule.lr)
+    schedulers = {k: torch.optim.lr_scheduler.LambdaLR(o, lambda _s: 1.0) for k, o in optimizers.items()}
+    step, history, resumed_from = 0, [], 0
+    state_path = Path(state_dir) / STATE_FILE if state_dir is not None else None
+    if state_path is not None and state_path.exists():
+        step, history = load_state(state_path, models, optimizers, schedulers, fp)
+        resumed_from = step
+        print(f"resuming from {state_path} at step {step}/{s1 + s2}", flush=True)
+
+    t0 = time.perf_counter()
+    encoded_epoch: dict[tuple[int, int], list] = {}
+    while step < s1 + s2:
+        phase, epoch, index = _position(step, s1, n, schedule.batch_size)
+        if (phase, epoch) not in encoded_epoch:
+            encoded_epoch = {(phase, epoch): [encode_joint(models.tokenizer, ex, config.max_problem_tokens)
+                                              for ex in get(phase, epoch)]}
+        encoded = encoded_epoch[(phase, epoch)]
+        idx = _batch_indices(n, schedule.batch_size, schedule.seed, phase, epoch)[index]
+        batch = [encoded[i] for i in idx]
+        t_step = time.perf_counter()
+        if models.selector is not None:
+            models.selector.requires_grad_(phase == 1)  # phase 2: the selector is frozen
+        if phase == 1:
+            losses = phase1_step(models, batch, optimizers, config)
+            if schedule.parser_in_phase1 and models.parser is not None:
+                losses |= parser_step(models, batch, optimizers, config)
+        else:
+            losses = phase2_step(models, batch, optimizers, config)
+        for s in schedulers.values():
+            s.step()
+        step += 1
+        history.append({"step": step, "phase": phase, "epoch": epoch, "step_s": time.perf_counter() - t_step,
+                        **losses})
+        if state_path is not None and step < s1 + s2 and (step % schedule.save_every == 0 or step == s1):
+            save_state(state_path, models, optimizers, schedulers, step, history, fp)
+        if step % schedule.log_every == 0 or step in (s1, s1 + s2):
+            window = [h for h in history[-schedule.log_every:] if h["phase"] == phase]
+            record = {"step": step, "phase": phase, "epoch": epoch}
+            for key in sorted({k for h in window for k in h} - {"step", "phase", "epoch"}):
+                vals = [h[key] for h in window if key in h]
+                record[key] = sum(vals) / len(vals)
+            print(f"step {step}/{s1 + s2} phase {phase} " + " ".join(
+                f"{k} {v:.4f}" for k, v in record.items() if k not in ("step", "phase", "epoch")), flush=True)
+            if on_log is not None:
+                on_log(record)
+        if on_step is not None:
+            on_step(step)
+    for m in _modules(models).values():
+        m.eval()
+    return {"history": history, "steps": (s1, s2), "wall_time_s": time.perf_counter() - t0,
+            "resumed_from": resumed_from}

@@ -1,0 +1,41 @@
+"""Seq2seq baseline tasks: train and generate -- each a thin call into `mwpgen.seq2seq.baseline`.
+
+Settings come from `params.train.seq2seq` (sizes, steps, decoding), `params.keywords.dropout`, the experiment
+seed and `params.train.device`, so a flow passes only the data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from mwpgen.config import Params
+from mwpgen.lm import DEFAULT_MODEL_CACHE
+from mwpgen.seq2seq.baseline import generate_baseline, train_baseline
+from tasks.models import resolve_device
+
+# Downloaded GloVe lives beside the other model weights, outside the repository (MWPGEN_MODEL_CACHE).
+GLOVE_CACHE = DEFAULT_MODEL_CACHE / "glove"
+
+
+@task(cache_policy=NO_CACHE)
+def train_seq2seq_baseline(params: Params, model: str, dataset: str, train_records: Sequence[dict],
+                           train_keywords: Mapping[str, Sequence[str]], checkpoint_dir: Path,
+                           on_log: Callable[[dict], None] | None = None) -> dict:
+    """Train one seq2seq baseline; returns train_baseline's summary ({"not_run": reason} without GloVe)."""
+    return train_baseline(params.train.seq2seq, model, dataset, train_records, train_keywords, checkpoint_dir,
+                          keyword_dropout=params.keywords.dropout, seed=params.experiment.seed,
+                          device=resolve_device(params.train.device), glove_cache_dir=GLOVE_CACHE,
+                          log_every=params.train.log_every, on_log=on_log)
+
+
+@task(cache_policy=NO_CACHE)
+def generate_seq2seq(params: Params, checkpoint_dir: Path, equations: Sequence[str],
+                     keywords_lists: Sequence[Sequence[str]]) -> list[str]:
+    """Problem texts from a trained seq2seq baseline, decoded as `params.train.seq2seq` says."""
+    cfg = params.train.seq2seq
+    return generate_baseline(checkpoint_dir, equations, keywords_lists, cfg.decoding, cfg.num_beams, cfg.max_len,
+                             resolve_device(params.train.device))

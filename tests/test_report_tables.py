@@ -1,0 +1,44 @@
+"""Report tables: not-run rows, Table 4 from ablation runs, Table 5 keyword samples."""
+
+from __future__ import annotations
+
+from mwpgen.ablation import TABLE4_ROWS, table4_rows, variant_of
+from mwpgen.report import TABLE2_MODELS, table2, table3, table4, table5
+
+
+def score(model, bleu, acc, fold=0, dataset="arithmetic", **extra):
+    return {"model": model, "dataset": dataset, "fold": fold, "bleu4": bleu, "meteor": 0.2, "rouge_l": 0.3,
+            "acc_eq": acc, "novelty": 0.5, "acc_eq_novel": 0.1, "dist3": 0.7, **extra}
+
+
+def test_not_run_model_is_marked_with_its_reason_and_never_scored():
+    scores = [score("gpt_pre", 0.1, 0.2),
+              {"model": "seq2seq_rnn_glove", "dataset": "arithmetic", "fold": 0, "n": 0,
+               "not_run": "GloVe download failed: offline"}]
+    md = table2(scores, [], TABLE2_MODELS, ["arithmetic"]).markdown()
+    glove_row = next(line for line in md.splitlines() if line.startswith("| seq2seq-rnn + GloVe (this run)"))
+    assert "not run: GloVe download failed: offline" in glove_row and "0." not in glove_row
+    assert "| seq2seq-rnn + GloVe (paper) | 0.351" in md  # the paper's figures stay alongside
+    assert "seq2seq-rnn + GloVe (this run)" not in table3(scores, TABLE2_MODELS, ["arithmetic"]).markdown()
+
+
+def test_table4_maps_variants_to_rows_and_averages_folds():
+    scores = [score("ours", 0.30, 0.40), score("ours", 0.20, 0.60, fold=1),
+              score("ours-selector", 0.11, 0.22), score("gpt_pre", 0.9, 0.9)]
+    t = table4(scores, variant_of, table4_rows, TABLE4_ROWS, ["arithmetic"])
+    rows = {label: cells for label, cells in t.rows}
+    assert rows["full model (this run)"][:2] == ["0.250 ± 0.050", "0.500 ± 0.100"]
+    assert rows["full model (this run)"][2] == "arit:0 arit:1 from ours"
+    # one run answers both rows the paper lists as the same setting
+    assert rows["context selection (this run)"][:2] == rows["full model w/o L_eq (this run)"][:2] == ["0.110", "0.220"]
+    assert "keyword, TF-IDF (this run)" not in rows and rows["keyword, TF-IDF (paper)"][:2] == ["0.313", "0.424"]
+
+
+def test_table5_lists_selected_and_heuristic_keywords_with_the_papers_examples():
+    t = table5([{"dataset": "arithmetic", "id": "7", "problem": "Joan has num1 apples .", "selected": ["Joan"],
+                 "noun": ["apples"], "tfidf": ["Joan", "apples"]},
+                {"dataset": "mawps", "id": "9", "problem": "x", "selected": [], "noun": [], "tfidf": []}])
+    rows = dict(t.rows)
+    assert rows["arithmetic 7"] == ["Joan has num1 apples .", "Joan", "apples", "Joan apples"]
+    assert rows["mawps 9"][1] == "(none)"
+    assert rows["paper example 1"][1] == "Emily cards collects father"

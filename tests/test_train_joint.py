@@ -1,0 +1,164 @@
+"""The resumable training loop of "ours" and inference from a saved bundle, on a tiny Llama."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from mwpgen.ablation import VARIANTS, model_name, variant_of, variant_params
+from mwpgen.config import OursTrainParams
+from mwpgen.generate import generate_texts
+from mwpgen.joint import JointConfig, JointExample, JointModels
+from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm_data import generator_example, generator_prompt, parser_example
+from mwpgen.ours import generate_with_context, load_bundle, save_bundle
+from mwpgen.selector import ContextSelector
+from mwpgen.train_joint import STATE_FILE, ResumeMismatch, Schedule, train_joint
+
+RECORDS = [
+    ("x = ( num1 - num2 )", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",
+     ("Joan", "beach")),
+    ("x = ( num1 * num2 )", "Tom has num1 boxes with num2 candies each . How many candies ?", ("boxes",)),
+    ("x = ( num1 + num2 )", "A jar holds num1 marbles . Sam adds num2 marbles . How many now ?", ("jar",)),
+    ("x = ( num1 / num2 )", "Ann shares num1 apples among num2 friends . How many each ?", ("apples", "friends")),
+    ("x = ( num1 - num2 )", "A bus had num1 people . num2 got off . How many are on the bus ?", ("bus",)),
+]
+EXAMPLES = [JointExample(e, p, k) for e, p, k in RECORDS]
+SCHEDULE = Schedule(phase1_epochs=2, phase2_epochs=1, batch_size=2, lr=1e-2, seed=7, save_every=2, log_every=2)
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    corpus = [generator_example(e, k, p).prompt + " " + p for e, p, k in RECORDS]
+    corpus += [parser_example(p, e).prompt + " " + e for e, p, _ in RECORDS]
+    return tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", corpus)
+
+
+def fresh_models(path, selector: bool = True) -> JointModels:
+    gen, tok = load_model_and_tokenizer(str(path), Path("unused"))
+    parser, _ = load_model_and_tokenizer(str(path), Path("unused"), seed=1)
+    torch.manual_seed(3)  # the selector's w, b initialisation
+    return JointModels(gen, parser, tok, ContextSelector.from_model(gen) if selector else None)
+
+
+def params_of(models: JointModels) -> dict[str, torch.Tensor]:
+    out = {f"g.{k}": v.detach().clone() for k, v in models.generator.state_dict().items()}
+    out |= {f"p.{k}": v.detach().clone() for k, v in models.parser.state_dict().items()}
+    out |= {f"s.{k}": v.detach().clone() for k, v in models.selector.state_dict().items()}
+    return out
+
+
+class Killed(Exception):
+    pass
+
+
+def test_schedule_counts_steps_per_phase():
+    assert SCHEDULE.phase_steps(5) == (6, 3)  # 3 batches per epoch
+    assert Schedule(phase1_epochs=3, phase1_max_steps=4, phase2_max_steps=1, batch_size=2).phase_steps(5) == (4, 1)
+
+
+def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
+    """Kill after step 5 (last checkpoint at step 4): the rerun replays step 5 and ends bit-for-bit equal."""
+    config = JointConfig(relaxation="gumbel", rho=0.2)
+    reference = fresh_models(tiny_path)
+    ref = train_joint(reference, EXAMPLES, config, SCHEDULE)
+    assert ref["steps"] == (6, 3) and [h["phase"] for h in ref["history"]] == [1] * 6 + [2] * 3
+
+    state = tmp_path / "state"
+
+    def kill(step):
+        if step == 5:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_joint(fresh_models(tiny_path), EXAMPLES, config, SCHEDULE, state_dir=state, on_step=kill)
+    assert (state / STATE_FILE).exists()
+    resumed_models = fresh_models(tiny_path)
+    resumed = train_joint(resumed_models, EXAMPLES, config, SCHEDULE, state_dir=state)
+    assert resumed["resumed_from"] == 4
+    expected, got = params_of(reference), params_of(resumed_models)
+    assert expected.keys() == got.keys()
+    for k in expected:
+        assert torch.equal(expected[k], got[k]), k
+    strip = lambda hs: [{k: v for k, v in h.items() if k != "step_s"} for h in hs]  # noqa: E731
+    assert strip(resumed["history"]) == strip(ref["history"])
+
+
+def test_a_state_from_other_settings_is_refused(tiny_path, tmp_path):
+    state = tmp_path / "state"
+    short = Schedule(phase1_epochs=1, phase1_max_steps=2, phase2_max_steps=1, batch_size=2, save_every=1, seed=7)
+
+    def kill(step):
+        raise Killed
+
+    with pytest.raises(Killed):
+        train_joint(fresh_models(tiny_path), EXAMPLES, JointConfig(), short, state_dir=state, on_step=kill)
+    with pytest.raises(ResumeMismatch, match="different settings"):
+        train_joint(fresh_models(tiny_path), EXAMPLES, JointConfig(alpha=2.0), short, state_dir=state)
+
+
+def test_selector_learns_in_phase1_and_is_frozen_in_phase2(tiny_path):
+    models = fresh_models(tiny_path)
+    before = models.selector.proj.weight.detach().clone()
+    snapshots = {}
+    train_joint(models, EXAMPLES, JointConfig(), Schedule(phase1_max_steps=2, phase2_max_steps=2, batch_size=2,
+                                                          lr=1e-2, seed=1),
+                on_step=lambda g: snapshots.setdefault(g, models.selector.proj.weight.detach().clone()))
+    assert not torch.equal(before, snapshots[2])  # phase 1 trains Psi
+    assert torch.equal(snapshots[2], snapshots[4])  # phase 2 does not
+
+
+def test_keyword_context_generation_equals_the_text_prompt(tiny_path, tmp_path):
+    """With heuristic keywords, decoding from prompt embeddings must match decoding from the text prompt."""
+    gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
+    save_bundle(tmp_path / "b", gen, tok, None, {"context": "noun", "threshold": 0.5, "max_problem_tokens": 96})
+    gen2, tok2, selector, settings = load_bundle(tmp_path / "b")
+    assert selector is None and settings["context"] == "noun"
+    texts, contexts = generate_with_context(gen2, tok2, None, EXAMPLES, max_new_tokens=12, batch_size=2)
+    reference = generate_texts(gen2, tok2, [generator_prompt(e.equation, e.keywords) for e in EXAMPLES],
+                               max_new_tokens=12, batch_size=2)
+    assert texts == reference
+    assert contexts == [list(e.keywords) for e in EXAMPLES]
+
+
+def test_selector_bundle_round_trip_and_threshold(tiny_path, tmp_path):
+    gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
+    selector = ContextSelector.from_model(gen)
+    with torch.no_grad():
+        selector.proj.bias.fill_(5.0)  # q ~ 1: every candidate word selected
+    save_bundle(tmp_path / "b", gen, tok, selector, {"context": "selector", "threshold": 0.5,
+                                                      "max_problem_tokens": 96})
+    gen2, tok2, sel2, _ = load_bundle(tmp_path / "b")
+    assert torch.equal(sel2.proj.bias, selector.proj.bias) and torch.equal(sel2.embeddings, selector.embeddings)
+    _, contexts = generate_with_context(gen2, tok2, sel2, EXAMPLES[:2], max_new_tokens=4)
+    assert contexts[0] == ["Joan", "found", "shells", "beach", "gave", "away", "left"]
+    with torch.no_grad():
+        sel2.proj.bias.fill_(-5.0)
+    _, none = generate_with_context(gen2, tok2, sel2, EXAMPLES[:2], max_new_tokens=4)
+    assert none == [[], []]
+
+
+def test_variants_switch_the_documented_settings():
+    base = OursTrainParams()
+    assert variant_params(base, "full") == base
+    v = variant_params(base, "eq_softmax")
+    assert (v.context, v.relaxation, v.equation_loss) == ("noun", "softmax", True)
+    v = variant_params(base, "no_both")
+    assert (v.context, v.context_loss, v.equation_loss) == ("selector", False, False)
+    assert all(variant_of(model_name(name)) == name for name in VARIANTS)
+    assert variant_of("ours") == "full" and variant_of("gpt_pre") is None
+    with pytest.raises(ValueError, match="unknown ablation variant"):
+        model_name("bogus")
+
+
+def test_without_l_eq_no_parser_is_trained_and_with_it_one_is_required(tiny_path):
+    gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
+    models = JointModels(gen, None, tok, None)
+    result = train_joint(models, EXAMPLES, JointConfig(context_source="keywords", use_eq_loss=False),
+                         Schedule(phase1_max_steps=2, phase2_max_steps=2, batch_size=2, seed=1))
+    assert [sorted(h) for h in result["history"]][-1] == ["epoch", "lm", "loss", "phase", "step", "step_s"]
+    with pytest.raises(ValueError, match="needs the mwp2eq model"):
+        train_joint(JointModels(gen, None, tok, None), EXAMPLES, JointConfig(context_source="keywords"),
+                    Schedule(phase1_max_steps=1, phase2_max_steps=1, batch_size=2, seed=1))
