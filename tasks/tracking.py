@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
 
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -67,8 +69,19 @@ class StageRun:
         self.client, self.run_id = c, run_id
 
     def params(self, params: dict) -> None:
+        """Log params. A stage rerun after a params.yaml change reuses its fold run (fold_run), and MLflow
+        refuses to change a logged param: a value that differs from the one logged before is kept as the tag
+        `param_changed.<key>` (with a warning) instead of failing the stage."""
+        changed = []
         for key, value in _flatten("", params).items():
-            self.client.log_param(self.run_id, key, value)
+            try:
+                self.client.log_param(self.run_id, key, value)
+            except MlflowException:
+                self.tag(f"param_changed.{key}", str(value)[:5000])
+                changed.append(key)
+        if changed:
+            warnings.warn(f"MLflow run {self.run_id} already had other values of {', '.join(changed)}; the new "
+                          "ones are tags param_changed.*", stacklevel=2)
 
     def metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         ts = int(time.time() * 1000)
