@@ -49,9 +49,11 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
         log.info("running %s (parent MLflow run %s)", " ".join(cmd), run.run_id)
         start = time.time()
         returncode, timings = _run_and_time_stages(cmd, env)
-        run.metrics({"wall_s": time.time() - start, **{f"stage_wall_s.{k}": v for k, v in timings.items()}})
-        if timings:
-            log.info("stage wall times (s):\n%s", "\n".join(f"  {k:40s} {v:8.1f}" for k, v in timings.items()))
+        wall = time.time() - start
+        log.info("pipeline wall time %.1f s; stage wall times (s):\n%s", wall,
+                 "\n".join(f"  {k:40s} {v:8.1f}" for k, v in timings.items()))
+        # MLflow metric names may not contain "@" (DVC's matrix stage names do): train@gpt-arithmetic-0 -> train:gpt-...
+        run.metrics({"wall_s": wall, **{f"stage_wall_s.{k.replace('@', ':')}": v for k, v in timings.items()}})
         for path in ("dvc.lock", "params.yaml"):
             run.artifact(PROJECT_ROOT / path)
         if returncode != 0:
