@@ -167,9 +167,10 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
     columns = [f"{d} {METRIC_NAMES[m]}" for d in datasets for m in metrics] + ["runs"]
     rows = []
     for label in row_labels:
-        if label in by_row:
-            runs = sorted({f"{s['dataset'][:4]}:{s['fold']}" for s in by_row[label]})
-            source = sorted({s["source_model"] for s in by_row[label]})
+        shown = [s for s in by_row.get(label, []) if s["dataset"] in datasets]
+        if shown:
+            runs = sorted({f"{s['dataset'][:4]}:{s['fold']}" for s in shown})
+            source = sorted({s["source_model"] for s in shown})
             rows.append((f"{label} (this run)", [cells.get((label, d, m), Cell()).text() for d in datasets for m in metrics]
                          + [" ".join(runs) + " from " + ", ".join(source)]))
         if label in paper.TABLE4:
