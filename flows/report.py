@@ -12,7 +12,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import DATA, EVALUATOR, PROJECT_ROOT, fold_name, params_or_exit, stage_args
 from flows.generate import read_table
-from mwpgen.ablation import TABLE4_ROWS, model_name, table4_rows, variant_of
+from mwpgen.ablation import TABLE4_ROWS, VARIANTS, model_name, table4_rows, variant_of
 from mwpgen.config import Params
 from mwpgen.io import atomic_write_text, read_json, read_jsonl, write_json
 from mwpgen.report import TABLE2_MODELS, summary, table2, table3, table4, table5
@@ -84,7 +84,11 @@ def report(params: Params) -> dict:
     log = get_run_logger()
     exp, ab = params.experiment, params.ablation
     runs = [(d, k) for d in exp.datasets for k in exp.folds]
-    ablation_models = [(model_name(v), d, k) for v in ab.variants for d in ab.datasets for k in ab.folds]
+    # Table 4 turns whatever variants have run into rows: those listed now, and those an earlier ablation run
+    # left scored (e.g. `--profile ablation`, then params.yaml back to its default).
+    scored = lambda v, d, k: (PROJECT_ROOT / "results" / "scores" / f"{fold_name(model_name(v), d, k)}.json").exists()  # noqa: E731
+    ablation_models = [(model_name(v), d, k) for v in VARIANTS for d in ab.datasets for k in ab.folds
+                       if v in ab.variants or scored(v, d, k)]
     runs_of = [(m, d, k) for m in TABLE2_MODELS for d, k in runs] + ablation_models
     scores = [read_json(PROJECT_ROOT / "results" / "scores" / f"{fold_name(m, d, k)}.json") for m, d, k in runs_of]
     trained = [(m, d, k) for m in (*TABLE2_MODELS, EVALUATOR) for d, k in runs] + ablation_models
@@ -97,7 +101,7 @@ def report(params: Params) -> dict:
                     "ablation_variants": ab.variants})
         tables = {"table2": table2(scores, oracle, TABLE2_MODELS, exp.datasets),
                   "table3": table3(scores, TABLE2_MODELS, exp.datasets),
-                  "table4": table4(scores, _table4_variant(ab.variants), table4_rows, TABLE4_ROWS, ab.datasets),
+                  "table4": table4(scores, _table4_variant([variant_of(m) for m, _, _ in ablation_models]), table4_rows, TABLE4_ROWS, ab.datasets),
                   "table5": table5(_keyword_examples(exp))}
         for name, table in tables.items():
             for ext in ("md", "csv", "tex"):
