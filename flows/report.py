@@ -56,17 +56,20 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _keyword_examples(exp, per_dataset: int = 3) -> list[dict]:
-    """Table 5 material: the selector's picks for the first test problems of each dataset's first fold."""
-    out = []
+def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, list[int]]]:
+    """Table 5 material: the selector's picks for the first test problems of each dataset's first fold, and the
+    number of words it picked for every test problem of that fold."""
+    out, selection = [], {}
     for d in exp.datasets:
         k = exp.folds[0]
         generations = PROJECT_ROOT / "results" / "generations" / f"{fold_name('ours', d, k)}.csv"
         heuristic = {r["id"]: r for r in read_jsonl(DATA / "keywords" / f"{fold_name(None, d, k)}.jsonl")}
-        for row in read_table(generations)[:per_dataset]:
+        rows = read_table(generations)
+        selection[d] = [len(row["context"].split()) for row in rows]
+        for row in rows[:per_dataset]:
             out.append({"dataset": d, "id": row["id"], "problem": row["reference"], "selected": row["context"].split(),
                         "noun": heuristic[row["id"]]["noun"], "tfidf": heuristic[row["id"]]["tfidf"]})
-    return out
+    return out, selection
 
 
 def _table4_variant(variants: list[str]):
@@ -96,13 +99,14 @@ def report(params: Params) -> dict:
                      for m, d, k in trained}
     oracle = [{"model": EVALUATOR, "dataset": d, "fold": k,
                "oracle_acc_eq": train_metrics[fold_name(EVALUATOR, d, k)]["oracle_acc_eq"]} for d, k in runs]
+    examples, selection = _keyword_examples(exp)
     with stage_run("report") as run:
         run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
         tables = {"table2": table2(scores, oracle, TABLE2_MODELS, exp.datasets),
                   "table3": table3(scores, TABLE2_MODELS, exp.datasets),
                   "table4": table4(scores, _table4_variant([variant_of(m) for m, _, _ in ablation_models]), table4_rows, TABLE4_ROWS, ab.datasets),
-                  "table5": table5(_keyword_examples(exp))}
+                  "table5": table5(examples, selection=selection)}
         for name, table in tables.items():
             for ext in ("md", "csv", "tex"):
                 path = REPORTS / f"{name}.{ext}"

@@ -6,6 +6,7 @@ Every section is a strict pydantic model: an unknown key, a wrong type or an out
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -281,20 +282,49 @@ def _merge(base: dict, override: dict, prefix: str = "") -> list[str]:
     return changed
 
 
+def _merge_keeping_layout(doc, override: dict) -> None:
+    """`_merge` on a ruamel.yaml round-trip document: values change, comments and layout stay."""
+    from ruamel.yaml.comments import CommentedSeq
+
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(doc.get(key), dict):
+            _merge_keeping_layout(doc[key], value)
+        elif doc.get(key) != value:
+            if isinstance(value, list):  # written [a, b] like the lists of params.yaml
+                value = CommentedSeq(value)
+                value.fa.set_flow_style()
+            doc[key] = value
+
+
 def apply_profile(params_path: str | os.PathLike, profile_path: str | os.PathLike) -> list[str]:
     """Overlay a profile (a partial params file) onto params.yaml, validated before anything is written.
 
-    Returns the dotted keys that changed. Comments in params.yaml are not kept: git keeps the original.
+    Returns the dotted keys that changed. params.yaml keeps its comments and layout (a ruamel.yaml round trip);
+    only the changed values are rewritten.
     """
+    from ruamel.yaml import YAML
+
     params_path, profile_path = Path(params_path), Path(profile_path)
     if not profile_path.exists():
         available = sorted(p.stem for p in profile_path.parent.glob("*.yaml"))
         raise ParamsError(f"{profile_path}: no such profile (available: {', '.join(available) or 'none'})")
-    raw = yaml.safe_load(params_path.read_text(encoding="utf-8")) or {}
-    changed = _merge(raw, yaml.safe_load(profile_path.read_text(encoding="utf-8")) or {})
+    text = params_path.read_text(encoding="utf-8")
+    profile = yaml.safe_load(profile_path.read_text(encoding="utf-8")) or {}
+    raw = yaml.safe_load(text) or {}
+    changed = _merge(raw, profile)
     validate_params(raw, f"{params_path} + {profile_path.name}")
     if changed:
-        params_path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+        round_trip = YAML()
+        round_trip.width = 4096  # never re-wrap a long comment or value
+        doc = round_trip.load(text)
+        _merge_keeping_layout(doc, profile)
+        buf = io.StringIO()
+        round_trip.dump(doc, buf)
+        if yaml.safe_load(buf.getvalue()) != raw:  # the round trip must write exactly the validated values
+            raise ParamsError(f"{params_path}: could not apply {profile_path.name} without changing other values")
+        tmp = params_path.with_name(f".{params_path.name}.tmp-{os.getpid()}")
+        tmp.write_text(buf.getvalue(), encoding="utf-8")
+        os.replace(tmp, params_path)
     return changed
 
 

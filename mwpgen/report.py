@@ -182,16 +182,22 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
                   "Rows without a (this run) line have not been run: python -m flows.pipeline --profile ablation."])
 
 
-def table5(examples: Sequence[dict], limit: int = 6) -> Table:
+def table5(examples: Sequence[dict], limit: int = 6, selection: dict[str, list[int]] | None = None) -> Table:
     """Table 5: context keywords the selector picks (q > threshold) from real test problems, beside the
     heuristic noun and TF-IDF keywords of the same problems. examples: dicts with dataset, id, problem,
-    selected, noun, tfidf."""
+    selected, noun, tfidf. selection: dataset -> number of words selected for each of its test problems."""
     rows = [(f"{e['dataset']} {e['id']}", [e["problem"], " ".join(e["selected"]) or "(none)", " ".join(e["noun"]),
                                            " ".join(e["tfidf"])]) for e in examples[:limit]]
     paper_rows = [(f"paper example {i + 1}", [p, " ".join(k), "", ""]) for i, (p, k) in enumerate(paper.TABLE5)]
+    notes = ["Selected keywords come from the trained selector of \"ours\" on each dataset's first test problems "
+             "(results/generations/ours/*, column context)."]
+    for dataset, counts in (selection or {}).items():
+        if counts:
+            notes.append(f"{dataset}: {sum(counts) / len(counts):.1f} words selected per test problem on average, "
+                         f"none for {sum(c == 0 for c in counts)} of {len(counts)} problems (the paper's examples: "
+                         f"2-4 words).")
     return Table("Table 5: selected context keywords", ["MWP", "selected (q > 0.5)", "noun", "TF-IDF"],
-                 rows + paper_rows, ["Selected keywords come from the trained selector of \"ours\" on each dataset's "
-                                     "first test problems (results/generations/ours/*, column context)."])
+                 rows + paper_rows, notes)
 
 
 def summary(scores: list[dict], oracle: list[dict]) -> dict:

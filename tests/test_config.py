@@ -75,5 +75,11 @@ def test_paper_profile_applies_and_validates(tmp_path):
     loaded = load_params(params)
     assert loaded.experiment.folds == [0, 1, 2, 3, 4] and loaded.train.generator.epochs == 20
     assert apply_profile(params, ROOT / "profiles" / "paper.yaml") == []  # idempotent
+    # Only the changed values are rewritten: every comment and every other line of params.yaml stays.
+    before, after = (ROOT / "params.yaml").read_text().splitlines(), params.read_text().splitlines()
+    assert len(after) == len(before)
+    kept = [b for b, a in zip(before, after) if a == b]
+    assert before[0] in kept and len(kept) >= len(before) - len(changed) - 1
+    assert "  model: gpt2-large" in "\n".join(after) and all("#" in a for a, b in zip(after, before) if "#" in b)
     with pytest.raises(ParamsError, match="no such profile"):
         apply_profile(params, ROOT / "profiles" / "nope.yaml")

@@ -18,10 +18,13 @@ from mwpgen.lm import tiny_model_dir
 from mwpgen.lm_data import GENERATOR_TEMPLATE, PARSER_TEMPLATE
 from mwpgen.splits import seeded_folds
 
-MODELS = ["gpt", "gpt_pre", "seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf", "ours"]
-STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt-arithmetic-0",
-          "train@gpt_pre-arithmetic-0", "train_ours@arithmetic-0",
-          *(f"train_seq2seq@{m}-arithmetic-0" for m in MODELS if m.startswith("seq2seq")),
+# One model per code path, to keep the suite short (each stage is a process with its own Prefect server and
+# ~20 s of start-up): GPT differs from GPT-pre only in pretrained=False (tests/test_lm.py), seq2seq-rnn's
+# decoding from seq2seq-tf's only inside mwpgen.seq2seq (tests/test_seq2seq.py); both are still trained here.
+MODELS = ["gpt_pre", "seq2seq_rnn_glove", "seq2seq_tf", "ours"]
+STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt_pre-arithmetic-0",
+          "train_ours@arithmetic-0",
+          *(f"train_seq2seq@{m}-arithmetic-0" for m in ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")),
           *(f"{stage}@{m}-arithmetic-0" for stage in ("generate", "evaluate") for m in MODELS),
           "ablate@eq_softmax-arithmetic-0", "report"]
 TEMPLATES = [
@@ -90,7 +93,7 @@ def test_generation_table_and_scores(project):
     assert rows and list(rows[0]) == ["fold", "id", "equation", "context", "reference", "generated"]
     test_ids = json.loads((dest / "data" / "splits" / "arithmetic.json").read_text())["folds"][0]
     assert sorted(r["id"] for r in rows) == sorted(test_ids)
-    scores = json.loads((dest / "results" / "scores" / "gpt" / "arithmetic" / "fold0.json").read_text())
+    scores = json.loads((dest / "results" / "scores" / "gpt_pre" / "arithmetic" / "fold0.json").read_text())
     for key in ("bleu4", "meteor", "rouge_l", "acc_eq", "novelty", "acc_eq_novel", "dist3"):
         assert key in scores
     oracle = json.loads((dest / "metrics" / "train" / "mwp2eq" / "arithmetic" / "fold0.json").read_text())
@@ -109,7 +112,7 @@ def test_ours_selects_context_and_glove_row_is_not_run(project):
     assert not (dest / "checkpoints" / "ours" / "arithmetic" / "fold0" / "state.pt").exists()  # done: state dropped
     glove = json.loads((dest / "results" / "scores" / "seq2seq_rnn_glove" / "arithmetic" / "fold0.json").read_text())
     assert "no-glove.txt" in glove["not_run"] and "bleu4" not in glove
-    for model in ("seq2seq_rnn", "seq2seq_tf", "ours", "ours-eq_softmax"):
+    for model in ("seq2seq_tf", "ours", "ours-eq_softmax"):
         scores = json.loads((dest / "results" / "scores" / model / "arithmetic" / "fold0.json").read_text())
         assert scores["n"] > 0 and "acc_eq" in scores, model
 
@@ -125,8 +128,8 @@ def test_report_tables_and_dvc_metrics(project):
         for ext in ("md", "csv", "tex"):
             assert (dest / "reports" / f"{name}.{ext}").stat().st_size > 0
     table2 = (dest / "reports" / "table2.md").read_text()
-    for row in ("GPT (this run)", "GPT-pre (this run)", "GPT-pre (paper)", "mwp2eq oracle ACC-eq (this run)",
-                "seq2seq-rnn (this run)", "seq2seq-tf (this run)", "ours (this run)", "ours (paper)"):
+    for row in ("GPT-pre (this run)", "GPT-pre (paper)", "mwp2eq oracle ACC-eq (this run)",
+                "seq2seq-tf (this run)", "ours (this run)", "ours (paper)"):
         assert row in table2
     assert "not run: " in table2 and "seq2seq-rnn + GloVe (this run)" in table2
     assert "0.316" in table2  # the paper's GPT-pre BLEU-4 on Arithmetic, shown for reference
@@ -140,7 +143,7 @@ def test_mlflow_nesting_pipeline_model_dataset_fold(project):
     names = dict(db.execute("select run_uuid, name from runs").fetchall())
     parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
     groups = {names[r] for r, p in parents.items() if p == parent}
-    assert {"gpt x arithmetic", "gpt_pre x arithmetic", "mwp2eq x arithmetic"} <= groups
+    assert {"gpt_pre x arithmetic", "mwp2eq x arithmetic", "ours x arithmetic"} <= groups
     group = next(r for r, p in parents.items() if p == parent and names[r] == "gpt_pre x arithmetic")
     folds = [r for r, p in parents.items() if p == group]
     assert [names[r] for r in folds] == ["fold 0"]

@@ -42,3 +42,10 @@ def test_table5_lists_selected_and_heuristic_keywords_with_the_papers_examples()
     assert rows["arithmetic 7"] == ["Joan has num1 apples .", "Joan", "apples", "Joan apples"]
     assert rows["mawps 9"][1] == "(none)"
     assert rows["paper example 1"][1] == "Emily cards collects father"
+
+
+def test_table5_notes_how_many_words_the_selector_picks():
+    t = table5([], selection={"arithmetic": [3, 0, 0, 1], "mawps": []})
+    assert any("arithmetic: 1.0 words selected per test problem on average, none for 2 of 4 problems" in n
+               for n in t.notes)
+    assert not any(n.startswith("mawps") for n in t.notes)

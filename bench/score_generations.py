@@ -1,0 +1,54 @@
+"""Score a generations table made outside the pipeline (e.g. bench/bench_ours_epoch.py on a GPU machine) exactly as
+the `evaluate` stage scores the pipeline's own: BLEU-4 / METEOR / ROUGE-L against the real test problem, ACC-eq
+by this fold's independent evaluator mwp2eq (models/mwp2eq/<dataset>/fold<k>, trained by the pipeline), % novel
+against the whole training fold, ACC-eq on novel problems and Dist-3.
+
+    PYTHONPATH=. python bench/score_generations.py reports/gpu/smollm2/generations.csv --dataset arithmetic --fold 0
+
+Writes scores.json beside the table and prints it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+from mwpgen.experiment import load_fold
+from mwpgen.generate import parse_equations
+from mwpgen.lm import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.masking import split_text
+from mwpgen.metrics import TextScorer, evaluate_generations
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("table", type=Path, help="CSV with the columns of results/generations/*.csv")
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--fold", type=int, required=True)
+    ap.add_argument("--data", type=Path, default=Path("data"))
+    ap.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
+    args = ap.parse_args()
+
+    with open(args.table, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    evaluator = args.evaluator or Path("models") / "mwp2eq" / args.dataset / f"fold{args.fold}"
+    if not (evaluator / "config.json").exists():
+        raise SystemExit(f"error: no evaluator mwp2eq at {evaluator}; run `dvc repro train_evaluator` first")
+    parser, tokenizer = load_model_and_tokenizer(str(evaluator), DEFAULT_MODEL_CACHE)
+    generated = [r["generated"] for r in rows]
+    parsed = parse_equations(parser.eval(), tokenizer, generated)
+    training_texts = [r["text"] for r in load_fold(args.data, args.dataset, args.fold).train]
+    with TextScorer() as scorer:
+        scores = evaluate_generations([" ".join(split_text(g)) for g in generated], [r["reference"] for r in rows],
+                                      training_texts=training_texts, predicted_equations=parsed,
+                                      reference_equations=[r["equation"] for r in rows], scorer=scorer)
+    scores.pop("timings_s")
+    result = {"table": str(args.table), "dataset": args.dataset, "fold": args.fold, "n": len(rows), **scores}
+    (args.table.parent / "scores.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
