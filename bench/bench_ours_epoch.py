@@ -2,10 +2,10 @@
 generations: the issue's GPU check, beside the paper's 1.3 min/epoch (GPT-2 large, RTX 8000, Arithmetic/MAWPS).
 
     PYTHONPATH=. python bench/bench_ours_epoch.py --dataset arithmetic --fold 0 --phase1-epochs 3 --phase2-epochs 3 \
-        --out reports/gpu/smollm2
+        --out docs/gpu/smollm2-135m
     PYTHONPATH=. python bench/bench_ours_epoch.py --dataset arithmetic --fold 0 --random-arch gpt2-large \
-        --max-steps 20 --out reports/gpu/gpt2-large            # the paper's model size: timing only
-    PYTHONPATH=. python bench/score_generations.py reports/gpu/smollm2/generations.csv --dataset arithmetic --fold 0
+        --max-steps 20 --out docs/gpu/gpt2-large-shape            # the paper's model size: timing only
+    PYTHONPATH=. python bench/score_generations.py docs/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
 
 Library only (no Prefect, MLflow or DVC), so that it runs on a bare GPU machine with torch and transformers; the
 `train_ours` stage trains the same objective through tasks/ours.py with the settings of params.yaml. Here the

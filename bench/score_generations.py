@@ -3,7 +3,7 @@ the `evaluate` stage scores the pipeline's own: BLEU-4 / METEOR / ROUGE-L agains
 by this fold's independent evaluator mwp2eq (models/mwp2eq/<dataset>/fold<k>, trained by the pipeline), % novel
 against the whole training fold, ACC-eq on novel problems and Dist-3.
 
-    PYTHONPATH=. python bench/score_generations.py reports/gpu/smollm2/generations.csv --dataset arithmetic --fold 0
+    PYTHONPATH=. python bench/score_generations.py docs/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
 
 Writes scores.json beside the table and prints it.
 """
