@@ -31,8 +31,6 @@ learning rate k x lr, without touching the shared optimiser set-up of train_join
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import math
 import platform
@@ -43,13 +41,13 @@ from pathlib import Path
 import torch
 
 from mwpgen.experiment import load_fold
-from mwpgen.joint import JointConfig, JointExample, JointModels
+from mwpgen.io import write_generations
+from mwpgen.joint import JointConfig, JointExample, JointModels, encode_joint
 from mwpgen.lm import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
 from mwpgen.ours import generate_with_context
-from mwpgen.selector import ContextSelector
+from mwpgen.selector import ContextSelector, selector_batch
 from mwpgen.train_joint import Schedule, train_joint
 
-GENERATION_COLUMNS = ["fold", "id", "equation", "context", "reference", "generated"]  # flows/generate.py's table
 # Shapes of the GPT-2 family (Radford et al. 2019; HF gpt2-* configs); the paper fine-tunes gpt2-large.
 RANDOM_ARCHS = {"gpt2": (768, 12, 12), "gpt2-medium": (1024, 24, 16), "gpt2-large": (1280, 36, 20)}
 
@@ -187,16 +185,9 @@ def main() -> None:
         texts, contexts = generate_with_context(generator, tokenizer, selector, tests,
                                                 max_problem_tokens=args.max_problem_tokens, seed=args.seed)
         summary["generate_s"] = time.perf_counter() - t_gen
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=GENERATION_COLUMNS, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({"fold": args.fold, "id": r["id"], "equation": r["equation"], "context": " ".join(c),
-                          "reference": r["text"], "generated": g} for r, c, g in zip(fold.test, contexts, texts))
-        (args.out / "generations.csv").write_text(buf.getvalue(), encoding="utf-8")
-    if args.random_arch is None:
-        from mwpgen.joint import encode_joint
-        from mwpgen.selector import selector_batch
-
+        write_generations(args.out / "generations.csv",
+                          ({"fold": args.fold, "id": r["id"], "equation": r["equation"], "context": " ".join(c),
+                            "reference": r["text"], "generated": g} for r, c, g in zip(fold.test, contexts, texts)))
         encoded = [encode_joint(tokenizer, ex, args.max_problem_tokens) for ex in tests]
         with torch.no_grad():
             sel = selector_batch([e.problem for e in encoded], tokenizer.pad_token_id, device)

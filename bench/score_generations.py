@@ -11,12 +11,12 @@ Writes scores.json beside the table and prints it.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 from mwpgen.experiment import load_fold
 from mwpgen.generate import parse_equations
+from mwpgen.io import read_generations
 from mwpgen.lm import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.masking import split_text
 from mwpgen.metrics import TextScorer, evaluate_generations
@@ -31,8 +31,7 @@ def main() -> None:
     ap.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
     args = ap.parse_args()
 
-    with open(args.table, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_generations(args.table)
     evaluator = args.evaluator or Path("models") / "mwp2eq" / args.dataset / f"fold{args.fold}"
     if not (evaluator / "config.json").exists():
         raise SystemExit(f"error: no evaluator mwp2eq at {evaluator}; run `dvc repro train_evaluator` first")

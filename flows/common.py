@@ -47,3 +47,31 @@ def all_models() -> tuple[str, ...]:
 def fold_name(model: str | None, dataset: str, fold: int) -> str:
     """Relative path piece shared by every per-fold output: `<model>/<dataset>/fold<k>`."""
     return f"{model + '/' if model else ''}{dataset}/fold{fold}"
+
+
+def fold_keywords(dataset: str, fold: int, context: str, split: str) -> dict[str, list[str]]:
+    """id -> the `context` keywords (noun / tfidf; the keywords stage) of one split of a fold."""
+    from mwpgen.io import read_jsonl
+
+    rows = read_jsonl(DATA / "keywords" / f"{fold_name(None, dataset, fold)}.jsonl")
+    return {r["id"]: r[context] for r in rows if r["split"] == split}
+
+
+def loss_curve_csv(losses: list[float]) -> str:
+    """A `step,loss` training curve (plots/train, `dvc plots show`)."""
+    return "\n".join(["step,loss"] + [f"{i},{loss:.6f}" for i, loss in enumerate(losses, start=1)]) + "\n"
+
+
+def record_training(run, name: str, metrics: dict, curve_csv: str) -> tuple[Path, Path]:
+    """A training stage's outputs: plots/train/<name>.csv and metrics/train/<name>.json, both logged to the MLflow
+    run with the numeric metrics. Returns (curve, metrics file)."""
+    from mwpgen.io import atomic_write_text, write_json
+
+    curve = PROJECT_ROOT / "plots" / "train" / f"{name}.csv"
+    out = PROJECT_ROOT / "metrics" / "train" / f"{name}.json"
+    atomic_write_text(curve, curve_csv)
+    write_json(out, metrics)
+    run.metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+    run.artifact(curve)
+    run.artifact(out)
+    return curve, out

@@ -13,10 +13,9 @@ import time
 from prefect import flow, get_run_logger
 
 from flows.common import DATA, EVALUATOR, PROJECT_ROOT, all_models, fold_name, params_or_exit, stage_args
-from flows.generate import read_table
 from mwpgen.config import Params
 from mwpgen.experiment import load_fold
-from mwpgen.io import write_json, write_jsonl
+from mwpgen.io import read_generations, write_json, write_jsonl
 from mwpgen.seq2seq.baseline import read_not_run
 from mwpgen.masking import split_text
 from mwpgen.metrics import TextScorer, equation_symbols, evaluate_generations, novelty
@@ -31,7 +30,7 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
     # Novelty is judged against the whole training fold, not the training subsample.
     data = load_fold(DATA, dataset, fold, 0, exp.max_test, exp.seed)
     name = fold_name(model, dataset, fold)
-    rows = read_table(PROJECT_ROOT / "results" / "generations" / f"{name}.csv")
+    rows = read_generations(PROJECT_ROOT / "results" / "generations" / f"{name}.csv")
     pred_path = PROJECT_ROOT / "results" / "predictions" / f"{name}.jsonl"
     out = PROJECT_ROOT / "results" / "scores" / f"{name}.json"
     reason = read_not_run(PROJECT_ROOT / "models" / name)

@@ -9,16 +9,15 @@ seeded. The table has one row per test problem: fold, id, equation, context, ref
 
 from __future__ import annotations
 
-import csv
-import io
 import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, OURS, PROJECT_ROOT, SEQ2SEQ, all_models, fold_name, params_or_exit, stage_args
+from flows.common import (DATA, OURS, PROJECT_ROOT, SEQ2SEQ, all_models, fold_keywords, fold_name, params_or_exit,
+                          stage_args)
 from mwpgen.config import Params
 from mwpgen.experiment import load_fold
-from mwpgen.io import atomic_write_text, read_jsonl
+from mwpgen.io import write_generations
 from mwpgen.joint import JointExample
 from mwpgen.lm_data import generator_prompt
 from mwpgen.ours import bundle_settings
@@ -27,31 +26,11 @@ from tasks import ours, seq2seq
 from tasks.models import generate as generate_task
 from tasks.tracking import fold_run
 
-COLUMNS = ["fold", "id", "equation", "context", "reference", "generated"]
-
-
-def write_table(path, rows: list[dict]) -> None:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=COLUMNS, quoting=csv.QUOTE_ALL, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
-
-
-def read_table(path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def _test_keywords(dataset: str, fold: int, context: str) -> dict[str, list[str]]:
-    rows = read_jsonl(DATA / "keywords" / f"{fold_name(None, dataset, fold)}.jsonl")
-    return {r["id"]: r[context] for r in rows if r["split"] == "test"}
-
 
 def _generate_ours(params: Params, bundle, test, dataset: str, fold: int) -> tuple[list[str], list[list[str]]]:
     """ours: the selector chooses each test problem's context (or, for Table 4's keyword rows, heuristic ones)."""
     context = bundle_settings(bundle)["context"]
-    keywords = _test_keywords(dataset, fold, context) if context != "selector" else {}
+    keywords = fold_keywords(dataset, fold, context, "test") if context != "selector" else {}
     examples = [JointExample(r["equation"], r["text"], tuple(keywords.get(r["id"], ()))) for r in test]
     return ours.generate(params, bundle, examples)
 
@@ -61,14 +40,16 @@ def generate(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
     exp = params.experiment
     data = load_fold(DATA, dataset, fold, exp.max_train, exp.max_test, exp.seed)
-    keywords = _test_keywords(dataset, fold, params.keywords.baseline_context)
+    contexts = None  # ours picks its own context (_generate_ours); the baselines get heuristic keywords
+    if not model.startswith(OURS):
+        keywords = fold_keywords(dataset, fold, params.keywords.baseline_context, "test")
+        contexts = [keywords[r["id"]] for r in data.test]
     name = fold_name(model, dataset, fold)
     checkpoint = PROJECT_ROOT / "models" / name
     with fold_run(model, dataset, fold, "generate") as run:
         run.params({f"generate.{k}": v for k, v in params.generate.model_dump().items()} | {"n_test": len(data.test)})
         start = time.time()
-        contexts = [keywords[r["id"]] for r in data.test]
-        if model.startswith(OURS):
+        if contexts is None:
             generated, contexts = _generate_ours(params, checkpoint, data.test, dataset, fold)
         elif model in SEQ2SEQ:
             reason = read_not_run(checkpoint)
@@ -83,7 +64,7 @@ def generate(params: Params, model: str, dataset: str, fold: int) -> dict:
         rows = [{"fold": fold, "id": r["id"], "equation": r["equation"], "context": " ".join(c),
                  "reference": r["text"], "generated": g} for r, c, g in zip(data.test, contexts, generated)]
         out = PROJECT_ROOT / "results" / "generations" / f"{name}.csv"
-        write_table(out, rows)
+        write_generations(out, rows)
         log.info("%d problems in %.1f s (%.2f problems/s)", len(rows), wall, len(rows) / max(wall, 1e-9))
         run.metrics({"generate_wall_s": wall, "problems_per_s": len(rows) / max(wall, 1e-9)})
         run.artifact(out, "generations")

@@ -11,10 +11,9 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 
 from flows.common import DATA, EVALUATOR, PROJECT_ROOT, fold_name, params_or_exit, stage_args
-from flows.generate import read_table
 from mwpgen.ablation import TABLE4_ROWS, VARIANTS, model_name, table4_rows, variant_of
 from mwpgen.config import Params
-from mwpgen.io import atomic_write_text, read_json, read_jsonl, write_json
+from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.report import TABLE2_MODELS, summary, table2, table3, table4, table5
 from tasks.tracking import stage_run
 
@@ -64,7 +63,7 @@ def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, 
         k = exp.folds[0]
         generations = PROJECT_ROOT / "results" / "generations" / f"{fold_name('ours', d, k)}.csv"
         heuristic = {r["id"]: r for r in read_jsonl(DATA / "keywords" / f"{fold_name(None, d, k)}.jsonl")}
-        rows = read_table(generations)
+        rows = read_generations(generations)
         selection[d] = [len(row["context"].split()) for row in rows]
         for row in rows[:per_dataset]:
             out.append({"dataset": d, "id": row["id"], "problem": row["reference"], "selected": row["context"].split(),

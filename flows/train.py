@@ -9,24 +9,19 @@
 
 from __future__ import annotations
 
-import csv
 import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, EVALUATOR, GENERATORS, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from flows.common import (DATA, EVALUATOR, GENERATORS, PROJECT_ROOT, fold_keywords, fold_name, loss_curve_csv,
+                          params_or_exit, record_training, stage_args)
 from mwpgen.config import Params
 from mwpgen.experiment import load_fold
-from mwpgen.io import atomic_write_text, read_jsonl, write_json, write_jsonl
+from mwpgen.io import write_jsonl
 from mwpgen.lm_data import generator_epochs, parser_examples
 from mwpgen.metrics import acc_eq
 from tasks.models import fine_tune, parse
 from tasks.tracking import fold_run
-
-
-def _write_curve(path, losses: list[float]) -> None:
-    rows = ["step,loss"] + [f"{i},{loss:.6f}" for i, loss in enumerate(losses, start=1)]
-    atomic_write_text(path, "\n".join(rows) + "\n")
 
 
 @flow(name="train")
@@ -45,9 +40,7 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
         if kind == "parser":
             examples = parser_examples(data.train)
         else:
-            context = params.keywords.baseline_context
-            rows = read_jsonl(DATA / "keywords" / f"{fold_name(None, dataset, fold)}.jsonl")
-            keywords = {r["id"]: r[context] for r in rows if r["split"] == "train"}
+            keywords = fold_keywords(dataset, fold, params.keywords.baseline_context, "train")
             examples = generator_epochs(data.train, keywords, p=params.keywords.dropout, seed=exp.seed)
         log.info("training %s on %s fold %d: %d examples", model, dataset, fold, len(data.train))
         result = fine_tune(params, kind, model != "gpt", examples, checkpoint,
@@ -68,13 +61,7 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
                                  "correct": " ".join(p.split()) == r["equation"]} for r, p in zip(data.test, predicted)])
             run.artifact(preds, "oracle")
             log.info("oracle ACC-eq on %d real test problems: %.3f", len(data.test), metrics["oracle_acc_eq"])
-        curve = PROJECT_ROOT / "plots" / "train" / f"{name}.csv"
-        _write_curve(curve, result["losses"])
-        out = PROJECT_ROOT / "metrics" / "train" / f"{name}.json"
-        write_json(out, metrics)
-        run.metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
-        run.artifact(curve)
-        run.artifact(out)
+        record_training(run, name, metrics, loss_curve_csv(result["losses"]))
     return metrics
 
 

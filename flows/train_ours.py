@@ -12,11 +12,11 @@ import random
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, EVALUATOR, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from flows.common import (DATA, EVALUATOR, PROJECT_ROOT, fold_keywords, fold_name, params_or_exit, record_training,
+                          stage_args)
 from mwpgen.ablation import VARIANTS, model_name, variant_params
 from mwpgen.config import Params
 from mwpgen.experiment import load_fold
-from mwpgen.io import atomic_write_text, read_jsonl, write_json
 from mwpgen.joint import JointExample
 from mwpgen.keywords import keyword_dropout
 from tasks import ours
@@ -43,10 +43,7 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
     model = model_name(variant) if variant else "ours"
     exp = params.experiment
     data = load_fold(DATA, dataset, fold, cfg.max_train or exp.max_train, exp.max_test, exp.seed)
-    keywords = None
-    if cfg.context != "selector":
-        rows = read_jsonl(DATA / "keywords" / f"{fold_name(None, dataset, fold)}.jsonl")
-        keywords = {r["id"]: r[cfg.context] for r in rows if r["split"] == "train"}
+    keywords = fold_keywords(dataset, fold, cfg.context, "train") if cfg.context != "selector" else None
     name = fold_name(model, dataset, fold)
     with fold_run(model, dataset, fold, "train") as run:
         run.params({"model_id": params.train.model, "variant": variant or "full", "n_train": len(data.train),
@@ -77,16 +74,10 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
                 vals = [h[key] for h in tail if key in h]
                 if vals:
                     metrics[f"phase{phase}_{key}"] = round(sum(vals) / len(vals), 4)
-        curve = PROJECT_ROOT / "plots" / "train" / f"{name}.csv"
         lines = [",".join(CURVE_COLUMNS)] + [
             ",".join(f"{h[k]:.6f}" if isinstance(h.get(k), float) else str(h.get(k, ""))
                      for k in ("step", "lm", "phase", "eq", "kl", "parser")) for h in history]
-        atomic_write_text(curve, "\n".join(lines) + "\n")
-        out = PROJECT_ROOT / "metrics" / "train" / f"{name}.json"
-        write_json(out, metrics)
-        run.metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
-        run.artifact(curve)
-        run.artifact(out)
+        record_training(run, name, metrics, "\n".join(lines) + "\n")
     return metrics
 
 

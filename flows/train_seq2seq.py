@@ -13,37 +13,16 @@ from that fold only. Sizes and steps: `params.train.seq2seq` (profiles/paper.yam
 
 from __future__ import annotations
 
-from mlflow.exceptions import MlflowException
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from flows.common import (DATA, PROJECT_ROOT, fold_keywords, fold_name, loss_curve_csv, params_or_exit, record_training,
+                          stage_args)
 from mwpgen.config import Params
 from mwpgen.experiment import load_fold
-from mwpgen.io import atomic_write_text, read_jsonl, write_json
+from mwpgen.io import atomic_write_text, write_json
 from mwpgen.seq2seq.baseline import NOT_RUN_FILE, SEQ2SEQ_MODELS, write_not_run
 from tasks.seq2seq import train_seq2seq_baseline
 from tasks.tracking import fold_run
-
-
-def _log_params(run, params: dict, log) -> None:
-    """Log params one by one. MLflow refuses to change a logged param, and a standalone stage re-run reuses
-    its fold run (tasks/tracking.fold_run), so after a params.yaml change a value that differs from the one
-    logged before is kept as a tag `param_changed.<key>` (with a warning) instead of failing the stage."""
-    changed = []
-    for key, value in params.items():
-        try:
-            run.params({key: value})
-        except MlflowException:
-            run.tag(f"param_changed.{key}", str(value)[:5000])
-            changed.append(key)
-    if changed:
-        log.warning("this fold run already logged other values of %s; the new ones are tags param_changed.*",
-                    ", ".join(changed))
-
-
-def _write_curve(path, losses: list[float]) -> None:
-    rows = ["step,loss"] + [f"{i},{loss:.6f}" for i, loss in enumerate(losses, start=1)]
-    atomic_write_text(path, "\n".join(rows) + "\n")
 
 
 @flow(name="train_seq2seq")
@@ -55,12 +34,11 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
     checkpoint = PROJECT_ROOT / "models" / name
     out = PROJECT_ROOT / "metrics" / "train" / f"{name}.json"
     context = params.keywords.baseline_context
-    rows = read_jsonl(DATA / "keywords" / f"{fold_name(None, dataset, fold)}.jsonl")
-    keywords = {r["id"]: r[context] for r in rows if r["split"] == "train"}
+    keywords = fold_keywords(dataset, fold, context, "train")
     with fold_run(model, dataset, fold, "train") as run:
-        _log_params(run, {"kind": "seq2seq", "n_train": len(data.train), "n_train_full": data.n_train_full,
-                          "context": context, "keyword_dropout": params.keywords.dropout, "seed": exp.seed,
-                          **{f"train.seq2seq.{k}": v for k, v in cfg.model_dump().items()}}, log)
+        run.params({"kind": "seq2seq", "n_train": len(data.train), "n_train_full": data.n_train_full,
+                    "context": context, "keyword_dropout": params.keywords.dropout, "seed": exp.seed,
+                    **{f"train.seq2seq.{k}": v for k, v in cfg.model_dump().items()}})
         log.info("training %s on %s fold %d: %d examples", model, dataset, fold, len(data.train))
         result = train_seq2seq_baseline(
             params, model, dataset, data.train, keywords, checkpoint,
@@ -70,7 +48,7 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
             log.warning("%s on %s fold %d NOT RUN: %s", model, dataset, fold, result["not_run"])
             write_not_run(checkpoint, result["not_run"])
             write_json(out, {"not_run": result["not_run"]})
-            _write_curve(PROJECT_ROOT / "plots" / "train" / f"{name}.csv", [])  # DVC's declared output: no points
+            atomic_write_text(PROJECT_ROOT / "plots" / "train" / f"{name}.csv", loss_curve_csv([]))  # DVC's output
             run.tag("mwpgen.not_run", result["not_run"][:5000])
             run.artifact(checkpoint / NOT_RUN_FILE)
             run.artifact(out)
@@ -87,18 +65,12 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
                    "train": setup["train"]}
         if result["glove"] is not None:
             metrics["glove"] = result["glove"]
-        _log_params(run, {f"run.model.{k}": v for k, v in metrics["model"].items()}
-                    | {f"run.train.{k}": v for k, v in metrics["train"].items()}, log)
-        curve = PROJECT_ROOT / "plots" / "train" / f"{name}.csv"
-        _write_curve(curve, train["losses"])
-        write_json(out, metrics)
-        flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+        run.params({f"run.model.{k}": v for k, v in metrics["model"].items()}
+                   | {f"run.train.{k}": v for k, v in metrics["train"].items()})
+        record_training(run, name, metrics, loss_curve_csv(train["losses"]))
         if result["glove"] is not None:
-            flat.update({f"glove_{k}": v for k, v in result["glove"].items() if isinstance(v, (int, float))})
-        run.metrics(flat)
+            run.metrics({f"glove_{k}": v for k, v in result["glove"].items() if isinstance(v, (int, float))})
         run.artifact(checkpoint / "config.json", "checkpoint")
-        run.artifact(curve)
-        run.artifact(out)
     log.info("%s on %s fold %d: %d steps in %.1f s, final loss %.3f", model, dataset, fold, metrics["steps"],
              metrics["wall_s"], metrics["final_loss"])
     return metrics

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -38,6 +40,23 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+
+
+# results/generations/<model>/<dataset>/fold<k>.csv: one row per test problem (the generate stage writes it).
+GENERATION_COLUMNS = ["fold", "id", "equation", "context", "reference", "generated"]
+
+
+def write_generations(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=GENERATION_COLUMNS, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+def read_generations(path: str | os.PathLike) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:

@@ -14,6 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+import test_seq2seq as seq2seq_unit
 from mwpgen import glove
 from mwpgen.config import Seq2SeqTrainParams, apply_profile, load_params
 from mwpgen.io import DataFormatError
@@ -23,18 +24,10 @@ from mwpgen.seq2seq.baseline import (NOT_RUN_FILE, SEQ2SEQ_MODELS, baseline_setu
 
 ROOT = Path(__file__).resolve().parent.parent
 
-RECORDS = [
-    {"id": "1", "text": "Joan found num1 seashells . She gave num2 away . How many are left ?",
-     "equation": "x = ( num1 - num2 )"},
-    {"id": "2", "text": "Tom has num1 boxes with num2 candies each . How many candies ?",
-     "equation": "x = ( num1 * num2 )"},
-    {"id": "3", "text": "A jar holds num1 marbles . Sam adds num2 . How many now ?", "equation": "x = ( num1 + num2 )"},
-    {"id": "4", "text": "num1 dollars are shared by num2 kids . How much each ?", "equation": "x = ( num1 / num2 )"},
-    {"id": "5", "text": "Mary picked num1 apples and num2 pears . How many fruits ?", "equation": "x = num1 + num2"},
-    {"id": "6", "text": "Sam had num1 apples . He ate num2 . How many apples now ?", "equation": "x = num1 - num2"},
-]
-KEYWORDS = {"1": ["Joan", "seashells"], "2": ["Tom", "boxes", "candies"], "3": ["jar", "marbles"],
-            "4": ["dollars", "kids"], "5": ["Mary", "apples"], "6": ["Sam", "apples"]}
+# test_seq2seq.py's five problems plus one more.
+RECORDS = [*seq2seq_unit.RECORDS, {"id": "6", "text": "Sam had num1 apples . He ate num2 . How many apples now ?",
+                                   "equation": "x = num1 - num2"}]
+KEYWORDS = {**seq2seq_unit.KEYWORDS, "6": ["Sam", "apples"]}
 
 # Tiny sizes; everything the params do not name (optimizer, dropout, ...) stays the paper's preset.
 TINY = dict(steps=12, emb_dim=8, rnn_hidden=16, rnn_layers=2, rnn_batch_size=3, tf_d_model=16, tf_heads=2,
