@@ -19,7 +19,7 @@ import re
 import time
 from pathlib import Path
 
-from mwpgen.metrics import evaluate_generations
+from mwpgen.evaluation.metrics import evaluate_generations
 
 _ROOT = Path(__file__).resolve().parents[1]
 _REL = Path("data") / "raw" / "arithmetic" / "questions.json"

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import torch
 
-from mwpgen.generate import generate_problems
-from mwpgen.lm import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import LMExample, generator_prompt
-from mwpgen.train_lm import train_causal_lm
+from mwpgen.lm.decoding import generate_problems
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.prompts import LMExample, generator_prompt
+from mwpgen.lm.training import train_causal_lm
 
 EQUATIONS = ["x = ( num1 - num2 )", "x = ( num1 * num2 )", "x = ( num1 + num2 ) / num3", "x = num1 / ( num2 - num3 )"]
 WORDS = ["Joan", "seashells", "beach", "Tom", "boxes", "candies", "jar", "marbles", "dollars", "kids", "week", "store"]

@@ -42,11 +42,11 @@ from pathlib import Path
 
 import torch
 
-from mwpgen.joint import JointConfig, JointExample, JointModels, encode_joint, joint_step, make_optimizers
-from mwpgen.lm import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import collate, encode_example, generator_example, parser_example
-from mwpgen.selector import ContextSelector
-from mwpgen.train_lm import lm_loss
+from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, joint_step, make_optimizers
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.prompts import collate, encode_example, generator_example, parser_example
+from mwpgen.ours.selector import ContextSelector
+from mwpgen.lm.training import lm_loss
 
 EQUATION = "x = ( num1 - num2 ) - num3"
 SENTENCE = ("Joan found num1 seashells on the beach . She gave num2 of them to Tom and num3 to her sister . "

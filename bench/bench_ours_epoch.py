@@ -40,13 +40,13 @@ from pathlib import Path
 
 import torch
 
-from mwpgen.experiment import load_fold
+from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
-from mwpgen.joint import JointConfig, JointExample, JointModels, encode_joint
-from mwpgen.lm import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
-from mwpgen.ours import generate_with_context
-from mwpgen.selector import ContextSelector, selector_batch
-from mwpgen.train_joint import Schedule, train_joint
+from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
+from mwpgen.ours.bundle import generate_with_context
+from mwpgen.ours.selector import ContextSelector, selector_batch
+from mwpgen.ours.training import Schedule, train_joint
 
 # Shapes of the GPT-2 family (Radford et al. 2019; HF gpt2-* configs); the paper fine-tunes gpt2-large.
 RANDOM_ARCHS = {"gpt2": (768, 12, 12), "gpt2-medium": (1024, 24, 16), "gpt2-large": (1280, 36, 20)}

@@ -14,12 +14,12 @@ import argparse
 import json
 from pathlib import Path
 
-from mwpgen.experiment import load_fold
-from mwpgen.generate import parse_equations
+from mwpgen.data.folds import load_fold
+from mwpgen.lm.decoding import parse_equations
 from mwpgen.io import read_generations
-from mwpgen.lm import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-from mwpgen.masking import split_text
-from mwpgen.metrics import TextScorer, evaluate_generations
+from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.data.masking import split_text
+from mwpgen.evaluation.metrics import TextScorer, evaluate_generations
 
 
 def main() -> None:

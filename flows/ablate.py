@@ -1,5 +1,5 @@
 """Stage `ablate`: one Table 4 variant of "ours" on one (dataset, fold) — train, generate, evaluate — with the
-same flows as the full model, as model `ours-<variant>` (mwpgen/ablation.py says what each variant switches).
+same flows as the full model, as model `ours-<variant>` (mwpgen/ours/ablation.py says what each variant switches).
 
 All variants: python -m flows.pipeline --profile ablation   (profiles/ablation.yaml; the report adds Table 4)
 """
@@ -12,7 +12,7 @@ from flows.common import params_or_exit, stage_args
 from flows.evaluate import evaluate
 from flows.generate import generate
 from flows.train_ours import train_ours
-from mwpgen.ablation import VARIANTS, model_name
+from mwpgen.ours.ablation import VARIANTS, model_name
 from mwpgen.config import Params
 
 

@@ -11,7 +11,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA = PROJECT_ROOT / "data"
 GENERATORS = ("gpt", "gpt_pre")  # the paper's GPT (random init) and GPT-pre (pre-trained) baselines
 SEQ2SEQ = ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")  # the paper's seq2seq baselines, from scratch
-OURS = "ours"  # the paper's method; its Table 4 variants are "ours-<variant>" (mwpgen/ablation.py)
+OURS = "ours"  # the paper's method; its Table 4 variants are "ours-<variant>" (mwpgen/ours/ablation.py)
 EVALUATOR = "mwp2eq"  # the independent parser that judges ACC-eq
 
 
@@ -22,7 +22,7 @@ def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
     if models:
         parser.add_argument("--model", required=True, choices=models)
     if variants:
-        parser.add_argument("--variant", choices=variants, help="a Table 4 ablation variant (mwpgen/ablation.py)")
+        parser.add_argument("--variant", choices=variants, help="a Table 4 ablation variant (mwpgen/ours/ablation.py)")
     if dataset:
         parser.add_argument("--dataset", required=True, choices=DATASETS)
     if fold:
@@ -39,7 +39,7 @@ def params_or_exit(path: str) -> Params:
 
 def all_models() -> tuple[str, ...]:
     """Every model a generate/evaluate stage accepts: baselines, ours and its ablation variants."""
-    from mwpgen.ablation import VARIANTS, model_name
+    from mwpgen.ours.ablation import VARIANTS, model_name
 
     return (*GENERATORS, *SEQ2SEQ, OURS, *(model_name(v) for v in VARIANTS))
 

@@ -6,9 +6,9 @@ from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit, stage_args
 from mwpgen.config import DownloadParams
-from mwpgen.fetch import resolve_mirror
+from mwpgen.data.fetch import resolve_mirror
 from mwpgen.io import write_json
-from mwpgen.sources import sources_for
+from mwpgen.data.sources import sources_for
 from tasks.download import fetch_source
 from tasks.tracking import stage_run
 

@@ -14,11 +14,11 @@ from prefect import flow, get_run_logger
 
 from flows.common import DATA, EVALUATOR, PROJECT_ROOT, all_models, fold_name, params_or_exit, stage_args
 from mwpgen.config import Params
-from mwpgen.experiment import load_fold
+from mwpgen.data.folds import load_fold
 from mwpgen.io import read_generations, write_json, write_jsonl
 from mwpgen.seq2seq.baseline import read_not_run
-from mwpgen.masking import split_text
-from mwpgen.metrics import TextScorer, equation_symbols, evaluate_generations, novelty
+from mwpgen.data.masking import split_text
+from mwpgen.evaluation.metrics import TextScorer, equation_symbols, evaluate_generations, novelty
 from tasks.models import parse
 from tasks.tracking import fold_run
 

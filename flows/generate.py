@@ -3,7 +3,7 @@
 Context: the baselines (GPT, GPT-pre, seq2seq) get the heuristic keywords of the test problem; "ours" gets the
 words its selector picks from the test problem (the `context` column; Table 5 samples it).
 
-Batched decoding with the KV cache (mwpgen/generate.py); greedy / beam / top-p and the length cap are params,
+Batched decoding with the KV cache (mwpgen/lm/decoding.py); greedy / beam / top-p and the length cap are params,
 seeded. The table has one row per test problem: fold, id, equation, context, reference, generated.
 """
 
@@ -16,11 +16,11 @@ from prefect import flow, get_run_logger
 from flows.common import (DATA, OURS, PROJECT_ROOT, SEQ2SEQ, all_models, fold_keywords, fold_name, params_or_exit,
                           stage_args)
 from mwpgen.config import Params
-from mwpgen.experiment import load_fold
+from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
-from mwpgen.joint import JointExample
-from mwpgen.lm_data import generator_prompt
-from mwpgen.ours import bundle_settings
+from mwpgen.ours.steps import JointExample
+from mwpgen.lm.prompts import generator_prompt
+from mwpgen.ours.bundle import bundle_settings
 from mwpgen.seq2seq.baseline import read_not_run
 from tasks import ours, seq2seq
 from tasks.models import generate as generate_task

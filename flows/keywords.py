@@ -1,6 +1,6 @@
 """Stage `keywords`: the two heuristic contexts of the paper's ablation baselines, for one (dataset, fold).
 
-TF-IDF is fitted on the training fold only; noun keywords are NOUN + PROPN (see mwpgen/keywords.py for why not
+TF-IDF is fitted on the training fold only; noun keywords are NOUN + PROPN (see mwpgen/data/keywords.py for why not
 "pronoun"). Written for every record of the fold, training and test alike.
 """
 
@@ -10,9 +10,9 @@ from prefect import flow, get_run_logger
 
 from flows.common import DATA, PROJECT_ROOT, fold_name, params_or_exit, stage_args
 from mwpgen.config import Params
-from mwpgen.experiment import load_fold
+from mwpgen.data.folds import load_fold
 from mwpgen.io import write_json, write_jsonl
-from mwpgen.keywords import noun_keywords, tfidf_keywords
+from mwpgen.data.keywords import noun_keywords, tfidf_keywords
 from tasks.tracking import stage_run
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 
 from flows.common import DATA, EVALUATOR, PROJECT_ROOT, fold_name, params_or_exit, stage_args
-from mwpgen.ablation import TABLE4_ROWS, VARIANTS, model_name, table4_rows, variant_of
+from mwpgen.ours.ablation import TABLE4_ROWS, VARIANTS, model_name, table4_rows, variant_of
 from mwpgen.config import Params
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
-from mwpgen.report import TABLE2_MODELS, summary, table2, table3, table4, table5
+from mwpgen.evaluation.report import TABLE2_MODELS, summary, table2, table3, table4, table5
 from tasks.tracking import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"

@@ -8,9 +8,9 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.common import PROJECT_ROOT, params_or_exit, stage_args
 from mwpgen.config import DATASETS, SplitParams
-from mwpgen.datasets import read_arithmetic_folds
+from mwpgen.data.raw import read_arithmetic_folds
 from mwpgen.io import read_jsonl, write_json
-from mwpgen.splits import given_folds, seeded_folds, write_splits
+from mwpgen.data.splits import given_folds, seeded_folds, write_splits
 from tasks.tracking import stage_run
 
 PROCESSED = PROJECT_ROOT / "data" / "processed"

@@ -16,10 +16,10 @@ from prefect import flow, get_run_logger
 from flows.common import (DATA, EVALUATOR, GENERATORS, PROJECT_ROOT, fold_keywords, fold_name, loss_curve_csv,
                           params_or_exit, record_training, stage_args)
 from mwpgen.config import Params
-from mwpgen.experiment import load_fold
+from mwpgen.data.folds import load_fold
 from mwpgen.io import write_jsonl
-from mwpgen.lm_data import generator_epochs, parser_examples
-from mwpgen.metrics import acc_eq
+from mwpgen.lm.prompts import generator_epochs, parser_examples
+from mwpgen.evaluation.metrics import acc_eq
 from tasks.models import fine_tune, parse
 from tasks.tracking import fold_run
 

@@ -1,7 +1,7 @@
 """Stage `train_ours`: the paper's method on one (dataset, fold) — context selector q_Psi, generator p_Theta and
-a co-trained mwp2eq p_Phi, phase 1 (L_LM + beta L_c) then phase 2 (L_LM + alpha L_eq) (mwpgen/joint.py).
+a co-trained mwp2eq p_Phi, phase 1 (L_LM + beta L_c) then phase 2 (L_LM + alpha L_eq) (mwpgen/ours/steps.py).
 
-`--variant` trains one Table 4 ablation variant instead (mwpgen/ablation.py), as model `ours-<variant>`.
+`--variant` trains one Table 4 ablation variant instead (mwpgen/ours/ablation.py), as model `ours-<variant>`.
 A killed run resumes from checkpoints/<model>/<dataset>/fold<k>/state.pt (kept outside DVC's outputs, which DVC
 deletes before a rerun); the finished model is models/<model>/<dataset>/fold<k>/.
 """
@@ -14,11 +14,11 @@ from prefect import flow, get_run_logger
 
 from flows.common import (DATA, EVALUATOR, PROJECT_ROOT, fold_keywords, fold_name, params_or_exit, record_training,
                           stage_args)
-from mwpgen.ablation import VARIANTS, model_name, variant_params
+from mwpgen.ours.ablation import VARIANTS, model_name, variant_params
 from mwpgen.config import Params
-from mwpgen.experiment import load_fold
-from mwpgen.joint import JointExample
-from mwpgen.keywords import keyword_dropout
+from mwpgen.data.folds import load_fold
+from mwpgen.ours.steps import JointExample
+from mwpgen.data.keywords import keyword_dropout
 from tasks import ours
 from tasks.tracking import fold_run
 

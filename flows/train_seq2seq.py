@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger
 from flows.common import (DATA, PROJECT_ROOT, fold_keywords, fold_name, loss_curve_csv, params_or_exit, record_training,
                           stage_args)
 from mwpgen.config import Params
-from mwpgen.experiment import load_fold
+from mwpgen.data.folds import load_fold
 from mwpgen.io import atomic_write_text, write_json
 from mwpgen.seq2seq.baseline import NOT_RUN_FILE, SEQ2SEQ_MODELS, write_not_run
 from tasks.seq2seq import train_seq2seq_baseline

@@ -15,9 +15,9 @@ from prefect.cache_policies import NO_CACHE
 
 from flows.common import PROJECT_ROOT, params_or_exit, stage_args
 from mwpgen.config import TranslateParams
-from mwpgen.datasets import read_math23k, read_math23k_reference
+from mwpgen.data.raw import read_math23k, read_math23k_reference
 from mwpgen.io import write_json, write_jsonl
-from mwpgen.translate import (DeepTranslatorBackend, TranslationCache, TranslationIncomplete, seed_from_reference,
+from mwpgen.data.translate import (DeepTranslatorBackend, TranslationCache, TranslationIncomplete, seed_from_reference,
                               translate_all)
 from tasks.tracking import stage_run
 

@@ -194,7 +194,7 @@ ABLATION_VARIANTS = ("eq_softmax", "eq_gumbel", "tfidf", "noun", "selector", "no
 
 class AblationParams(Section):
     variants: list[Literal[ABLATION_VARIANTS]] = Field(
-        [], description="Table 4 variants of \"ours\" to run (mwpgen/ablation.py defines each); [] = none. "
+        [], description="Table 4 variants of \"ours\" to run (mwpgen/ours/ablation.py defines each); [] = none. "
         "profiles/ablation.yaml lists them all.")
     datasets: list[Dataset] = Field(["arithmetic"], min_length=1, description="Datasets the ablation runs on.")
     folds: list[int] = Field([0], min_length=1, description="Folds the ablation runs on.")

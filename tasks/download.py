@@ -7,8 +7,8 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from mwpgen.fetch import Fetched, SourceUnavailable, fetch_file
-from mwpgen.sources import SourceFile
+from mwpgen.data.fetch import Fetched, SourceUnavailable, fetch_file
+from mwpgen.data.sources import SourceFile
 
 
 def _network_failure(task, task_run, state) -> bool:

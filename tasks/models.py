@@ -9,9 +9,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config import Params
-from mwpgen.generate import generate_problems, parse_equations
-from mwpgen.lm import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-from mwpgen.train_lm import train_causal_lm
+from mwpgen.lm.decoding import generate_problems, parse_equations
+from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.lm.training import train_causal_lm
 
 
 def resolve_device(device: str) -> str:

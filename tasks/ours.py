@@ -10,11 +10,11 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config import OursTrainParams, Params
-from mwpgen.joint import JointConfig, JointExample, JointModels
-from mwpgen.lm import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-from mwpgen.ours import generate_with_context, load_bundle, save_bundle
-from mwpgen.selector import ContextSelector
-from mwpgen.train_joint import STATE_FILE, Schedule, train_joint
+from mwpgen.ours.steps import JointConfig, JointExample, JointModels
+from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.ours.bundle import generate_with_context, load_bundle, save_bundle
+from mwpgen.ours.selector import ContextSelector
+from mwpgen.ours.training import STATE_FILE, Schedule, train_joint
 from tasks.models import load_checkpoint, resolve_device
 
 

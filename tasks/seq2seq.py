@@ -13,7 +13,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config import Params
-from mwpgen.lm import DEFAULT_MODEL_CACHE
+from mwpgen.lm.loading import DEFAULT_MODEL_CACHE
 from mwpgen.seq2seq.baseline import generate_baseline, train_baseline
 from tasks.models import resolve_device
 

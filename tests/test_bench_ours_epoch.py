@@ -14,10 +14,10 @@ import torch
 
 from conftest import ROOT
 from mwpgen.io import write_json, write_jsonl
-from mwpgen.lm import tiny_model_dir
-from mwpgen.lm_data import GENERATOR_TEMPLATE, PARSER_TEMPLATE
-from mwpgen.selector import ContextSelector
-from mwpgen.splits import seeded_folds
+from mwpgen.lm.loading import tiny_model_dir
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, PARSER_TEMPLATE
+from mwpgen.ours.selector import ContextSelector
+from mwpgen.data.splits import seeded_folds
 
 
 def _load_bench():

@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mwpgen.consistency import (check_shared_vocabulary, equation_consistency_loss, parser_pieces, relax,
+from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, parser_pieces, relax,
                                 soft_parser_nll)
-from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import collate, encode_example, generator_example, parser_example
-from mwpgen.train_lm import lm_loss
+from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.prompts import collate, encode_example, generator_example, parser_example
+from mwpgen.lm.training import lm_loss
 
 RECORDS = [("x = ( num1 - num2 )", "Joan found num1 shells . She gave num2 away . How many are left ?"),
            ("x = ( num1 * num2 )", "Tom has num1 boxes with num2 candies each . How many candies ?")]

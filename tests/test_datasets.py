@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from mwpgen.datasets import (RawProblem, math23k_english, read_arithmetic, read_arithmetic_folds, read_math23k,
+from mwpgen.data.raw import (RawProblem, math23k_english, read_arithmetic, read_arithmetic_folds, read_math23k,
                              read_math23k_reference, read_mawps, read_translated_math23k)
 from mwpgen.io import DataFormatError
 

@@ -1,6 +1,6 @@
 import pytest
 
-from mwpgen.equations import EquationError, equation_string, normalize_equation, tokenize
+from mwpgen.data.equations import EquationError, equation_string, normalize_equation, tokenize
 
 
 def norm(eq: str) -> str:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from mwpgen.fetch import ChecksumMismatch, SourceUnavailable, fetch_file, resolve_mirror
-from mwpgen.sources import SOURCES, SourceFile
+from mwpgen.data.fetch import ChecksumMismatch, SourceUnavailable, fetch_file, resolve_mirror
+from mwpgen.data.sources import SOURCES, SourceFile
 
 PAYLOAD = b'[{"iIndex": 1, "sQuestion": "Joan found 70.0 seashells ."}]\n'
 

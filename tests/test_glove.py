@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mwpgen import glove
-from mwpgen.glove import (GloveIntegrityError, GloveUnavailable, embedding_matrix, fetch_glove, load_glove,
+from mwpgen.seq2seq import glove
+from mwpgen.seq2seq.glove import (GloveIntegrityError, GloveUnavailable, embedding_matrix, fetch_glove, load_glove,
                           read_vectors)
 from mwpgen.io import DataFormatError
 from mwpgen.seq2seq.vocab import PAD_ID, Vocab

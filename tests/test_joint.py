@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.joint import (JointConfig, JointExample, JointModels, encode_joint, generator_inputs, joint_step,
+from mwpgen.ours.steps import (JointConfig, JointExample, JointModels, encode_joint, generator_inputs, joint_step,
                           make_optimizers, phase2_losses)
-from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import encode_example, generator_example, parser_example
-from mwpgen.selector import ContextSelector
+from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.prompts import encode_example, generator_example, parser_example
+from mwpgen.ours.selector import ContextSelector
 
 RECORDS = [
     ("x = ( num1 - num2 )", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",

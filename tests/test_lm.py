@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen import lm_data
-from mwpgen.keywords import keyword_dropout
-from mwpgen.generate import generate_problems, parse_equations
-from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import IGNORE_INDEX, encode_example, generator_example, parser_example
-from mwpgen.train_lm import lm_loss, train_causal_lm
+from mwpgen.lm import prompts as lm_data
+from mwpgen.data.keywords import keyword_dropout
+from mwpgen.lm.decoding import generate_problems, parse_equations
+from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.prompts import IGNORE_INDEX, encode_example, generator_example, parser_example
+from mwpgen.lm.training import lm_loss, train_causal_lm
 
 RECORDS = [
     {"id": "1", "text": "Joan found num1 seashells . She gave num2 away . How many are left ?", "equation": "x = ( num1 - num2 )"},
@@ -156,7 +156,7 @@ def test_random_init_differs_from_pretrained_and_is_seeded(tiny_dir):
 def test_converted_smollm2_matches_gguf_logits():
     from transformers import AutoModelForCausalLM
 
-    from mwpgen.lm import DEFAULT_MODEL_CACHE, find_smollm2_gguf
+    from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, find_smollm2_gguf
 
     model, tok = load_model_and_tokenizer("smollm2-135m", DEFAULT_MODEL_CACHE)
     gguf = find_smollm2_gguf()

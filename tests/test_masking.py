@@ -1,7 +1,7 @@
 import pytest
 
-from mwpgen.equations import EquationError
-from mwpgen.masking import MaskingError, format_number, mask_problem, split_text
+from mwpgen.data.equations import EquationError
+from mwpgen.data.masking import MaskingError, format_number, mask_problem, split_text
 
 
 def test_table1_example():

@@ -1,4 +1,4 @@
-"""Tests for mwpgen.metrics. One METEOR JVM is shared by all scoring tests (module fixture). Needs java and
+"""Tests for mwpgen.evaluation.metrics. One METEOR JVM is shared by all scoring tests (module fixture). Needs java and
 pycocoevalcap; ~20 s, mostly the JVM start-up."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 import pytest
 
-from mwpgen import paper_results
-from mwpgen.metrics import (
+from mwpgen.evaluation import paper as paper_results
+from mwpgen.evaluation.metrics import (
     MAX_HYPOTHESIS_CHARS,
     TextScorer,
     acc_eq,

@@ -14,9 +14,9 @@ import yaml
 from conftest import copy_project, run_in, scratch_env
 
 from mwpgen.io import write_json, write_jsonl
-from mwpgen.lm import tiny_model_dir
-from mwpgen.lm_data import GENERATOR_TEMPLATE, PARSER_TEMPLATE
-from mwpgen.splits import seeded_folds
+from mwpgen.lm.loading import tiny_model_dir
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, PARSER_TEMPLATE
+from mwpgen.data.splits import seeded_folds
 
 # One model per code path, to keep the suite short (each stage is a process with its own Prefect server and
 # ~20 s of start-up): GPT differs from GPT-pre only in pretrained=False (tests/test_lm.py), seq2seq-rnn's

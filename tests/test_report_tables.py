@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mwpgen.ablation import TABLE4_ROWS, table4_rows, variant_of
-from mwpgen.report import TABLE2_MODELS, table2, table3, table4, table5
+from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
+from mwpgen.evaluation.report import TABLE2_MODELS, table2, table3, table4, table5
 
 
 def score(model, bleu, acc, fold=0, dataset="arithmetic", **extra):

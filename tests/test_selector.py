@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.joint import JointConfig, JointExample, JointModels, encode_joint, phase1_losses
-from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import encode_example, generator_example, parser_example
-from mwpgen.selector import (ContextSelector, bernoulli_kl, context_slot, gated_context_embeddings,
+from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, phase1_losses
+from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.prompts import encode_example, generator_example, parser_example
+from mwpgen.ours.selector import (ContextSelector, bernoulli_kl, context_slot, gated_context_embeddings,
                              sample_straight_through, selected_words, selector_batch, tokenize_words)
 
 # "sea-shells" is ONE whitespace word but three tokens (sea, -, shells) for the tiny tokenizer.

@@ -15,7 +15,7 @@ import yaml
 from safetensors.torch import load_file
 
 import test_seq2seq as seq2seq_unit
-from mwpgen import glove
+from mwpgen.seq2seq import glove
 from mwpgen.config import Seq2SeqTrainParams, apply_profile, load_params
 from mwpgen.io import DataFormatError
 from mwpgen.seq2seq import MODEL_PRESETS, TRAIN_PRESETS, load_checkpoint, paper_steps

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from mwpgen.splits import (
+from mwpgen.data.splits import (
     check_partition,
     duplicate_groups,
     fold_train_test,

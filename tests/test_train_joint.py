@@ -7,15 +7,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.ablation import VARIANTS, model_name, variant_of, variant_params
+from mwpgen.ours.ablation import VARIANTS, model_name, variant_of, variant_params
 from mwpgen.config import OursTrainParams
-from mwpgen.generate import generate_texts
-from mwpgen.joint import JointConfig, JointExample, JointModels
-from mwpgen.lm import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm_data import generator_example, generator_prompt, parser_example
-from mwpgen.ours import generate_with_context, load_bundle, save_bundle
-from mwpgen.selector import ContextSelector
-from mwpgen.train_joint import STATE_FILE, ResumeMismatch, Schedule, train_joint
+from mwpgen.lm.decoding import generate_texts
+from mwpgen.ours.steps import JointConfig, JointExample, JointModels
+from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.prompts import generator_example, generator_prompt, parser_example
+from mwpgen.ours.bundle import generate_with_context, load_bundle, save_bundle
+from mwpgen.ours.selector import ContextSelector
+from mwpgen.ours.training import STATE_FILE, ResumeMismatch, Schedule, train_joint
 
 RECORDS = [
     ("x = ( num1 - num2 )", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mwpgen.translate import (
+from mwpgen.data.translate import (
     DeepTranslatorBackend,
     TranslationCache,
     TranslationIncomplete,
@@ -150,7 +150,7 @@ def test_backend_rejects_unknown_provider():
 def test_module_imports_without_deep_translator():
     import sys
 
-    import mwpgen.translate as mod
+    import mwpgen.data.translate as mod
 
     assert "deep_translator" not in vars(mod)
     assert mod.DeepTranslatorBackend  # constructing it does not import deep_translator either

@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
-from mwpgen.glove import GLOVE_DIM, GloveUnavailable, embedding_matrix, load_glove
+from mwpgen.seq2seq.glove import GLOVE_DIM, GloveUnavailable, embedding_matrix, load_glove
 from mwpgen.io import DataFormatError, atomic_directory
 
 from .decode import generate

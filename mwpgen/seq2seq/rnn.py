@@ -63,7 +63,7 @@ class Seq2SeqRNN(nn.Module):
             self.tgt_emb.weight[PAD_ID].zero_()
 
     def init_embeddings(self, src: torch.Tensor | None = None, tgt: torch.Tensor | None = None) -> None:
-        """Copy pre-trained vectors (e.g. GloVe rows from mwpgen.glove.embedding_matrix) into the embeddings.
+        """Copy pre-trained vectors (e.g. GloVe rows from mwpgen.seq2seq.glove.embedding_matrix) into the embeddings.
         They stay trainable, like OpenNMT's -pre_word_vecs_enc/-dec without -fix_word_vecs."""
         with torch.no_grad():
             for emb, matrix in ((self.src_emb, src), (self.tgt_emb, tgt)):

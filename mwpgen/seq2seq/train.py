@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mwpgen.io import DataFormatError, atomic_directory
-from mwpgen.keywords import keyword_dropout
+from mwpgen.data.keywords import keyword_dropout
 
 from .decode import pad_batch
 from .rnn import Seq2SeqRNN

@@ -21,7 +21,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
-from mwpgen.keywords import keyword_dropout
+from mwpgen.data.keywords import keyword_dropout
 
 GENERATOR_TEMPLATE = "equation: {equation} context: {context} problem:"
 PARSER_PREFIX, PARSER_SUFFIX = "problem: ", " equation:"

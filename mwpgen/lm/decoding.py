@@ -12,7 +12,7 @@ from typing import Literal, Sequence
 
 import torch
 
-from .lm_data import encode_prompt, parser_prompt
+from mwpgen.lm.prompts import encode_prompt, parser_prompt
 
 Decoding = Literal["greedy", "beam", "top_p"]
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
-from mwpgen.sources import SourceFile
+from mwpgen.data.sources import SourceFile
 
 CHUNK = 1 << 20
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
-from mwpgen.equations import OPERATORS, is_number, normalize_equation
+from mwpgen.data.equations import OPERATORS, is_number, normalize_equation
 
 # Measured on the raw data: (problems using it in Arithmetic / MAWPS / Math23K; extra quarantined without it)
 #   1     complement / whole ("1-20%", unit of work):  0 / 61 / 4856;  +61 / +4856

@@ -31,11 +31,11 @@ from typing import Sequence
 
 import torch
 
-from .consistency import check_shared_vocabulary, equation_consistency_loss
-from .lm_data import GENERATOR_TEMPLATE, IGNORE_INDEX, collate, encode_example, encode_prompt, parser_example
-from .selector import (ContextSelector, WordTokens, bernoulli_kl, context_slot, gated_context_embeddings,
+from mwpgen.ours.consistency import check_shared_vocabulary, equation_consistency_loss
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, IGNORE_INDEX, collate, encode_example, encode_prompt, parser_example
+from mwpgen.ours.selector import (ContextSelector, WordTokens, bernoulli_kl, context_slot, gated_context_embeddings,
                        sample_straight_through, selector_batch, tokenize_words)
-from .train_lm import lm_loss
+from mwpgen.lm.training import lm_loss
 
 CONTEXT_SOURCES = ("selector", "keywords")
 

@@ -38,7 +38,7 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 
-from .keywords import is_candidate
+from mwpgen.data.keywords import is_candidate
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from typing import Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from .lm_data import IGNORE_INDEX, PARSER_PREFIX, PARSER_SUFFIX, encode_prompt
+from mwpgen.lm.prompts import IGNORE_INDEX, PARSER_PREFIX, PARSER_SUFFIX, encode_prompt
 
 RELAXATIONS = ("gumbel", "softmax")
 

@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .io import DataFormatError, write_json
+from mwpgen.io import DataFormatError, write_json
 
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 GLOVE_MEMBER = "glove.6B.300d.txt"

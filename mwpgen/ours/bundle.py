@@ -24,10 +24,10 @@ from typing import Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
-from .generate import Decoding, _generation_config
-from .io import atomic_directory
-from .joint import JointExample, encode_joint
-from .selector import ContextSelector, selected_words, selector_batch
+from mwpgen.lm.decoding import Decoding, _generation_config
+from mwpgen.io import atomic_directory
+from mwpgen.ours.steps import JointExample, encode_joint
+from mwpgen.ours.selector import ContextSelector, selected_words, selector_batch
 
 BUNDLE_FORMAT = "mwpgen-ours/1"
 
@@ -57,7 +57,7 @@ def bundle_settings(path: Path) -> dict:
 
 def load_bundle(path: Path, device: str = "cpu"):
     """(generator, tokenizer, selector or None, settings)."""
-    from .lm import load_model_and_tokenizer
+    from mwpgen.lm.loading import load_model_and_tokenizer
 
     path = Path(path)
     settings = bundle_settings(path)
@@ -81,7 +81,7 @@ def select_context(selector: ContextSelector, encoded: Sequence, threshold: floa
 
 
 def _prompt_embeddings(generator, encoded, c_row: torch.Tensor | None) -> torch.Tensor:
-    from .selector import context_slot, gated_context_embeddings
+    from mwpgen.ours.selector import context_slot, gated_context_embeddings
 
     emb = generator.get_input_embeddings()
     ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=emb.weight.device)  # noqa: E731

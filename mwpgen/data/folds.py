@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mwpgen.io import read_json, read_jsonl
-from mwpgen.splits import fold_train_test, id_sort_key
+from mwpgen.data.splits import fold_train_test, id_sort_key
 
 
 @dataclass(frozen=True)

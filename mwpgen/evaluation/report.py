@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from mwpgen import paper_results as paper
+from mwpgen.evaluation import paper
 
 TABLE2_MODELS = ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf", "gpt", "gpt_pre", "ours")  # the paper's order
 DISPLAY = {"gpt": "GPT", "gpt_pre": "GPT-pre", "ours": "ours", "seq2seq_rnn": "seq2seq-rnn",
@@ -177,7 +177,7 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
             rows.append((f"{label} (paper)", [f"{paper.TABLE4[label][d][m]:.3f}" for d in datasets for m in metrics]
                          + ["5-fold"]))
     return Table("Table 4: ablation (BLEU-4 and ACC-eq)", columns, rows,
-                 ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ablation.py; rows "
+                 ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows "
                   "that are the same run in the paper's table (context selection = full model w/o L_eq) share it.",
                   "Rows without a (this run) line have not been run: python -m flows.pipeline --profile ablation."])
 

@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from .lm import atomic_save_pretrained
-from .lm_data import IGNORE_INDEX, LMExample, collate, encode_example
+from mwpgen.lm.loading import atomic_save_pretrained
+from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
 

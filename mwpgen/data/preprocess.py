@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from mwpgen import paper_results
-from mwpgen.datasets import RawProblem
-from mwpgen.equations import EquationError
-from mwpgen.masking import DEFAULT_CONSTANTS, MaskingError, mask_problem
+from mwpgen.evaluation import paper as paper_results
+from mwpgen.data.raw import RawProblem
+from mwpgen.data.equations import EquationError
+from mwpgen.data.masking import DEFAULT_CONSTANTS, MaskingError, mask_problem
 
 PAPER_TABLE1 = paper_results.TABLE1  # shown beside our statistics
 

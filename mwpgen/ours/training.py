@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .joint import JointConfig, JointExample, JointModels, encode_joint, make_optimizers, parser_step, phase1_step, \
+from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, make_optimizers, parser_step, phase1_step, \
     phase2_step
 
 STATE_FILE = "state.pt"

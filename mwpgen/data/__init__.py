@@ -1,0 +1,1 @@
+"""Data: sources, fetching, raw readers, translation, equations, masking, preprocessing, splits, folds, keywords."""

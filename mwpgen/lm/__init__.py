@@ -1,0 +1,1 @@
+"""Causal language models: loading, prompts, training (Eq. 3), decoding."""

@@ -1,0 +1,82 @@
+"""Where every stage reads and writes, relative to the project root: one object per (model, dataset, fold).
+
+dvc.yaml spells the same paths with `${item...}`; tests/test_dvc_deps.py checks that the two agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mwpgen.registry import EVALUATOR
+
+
+@dataclass(frozen=True)
+class FoldPaths:
+    root: Path
+    model: str | None  # None: the fold's data-only files (keywords, oracle)
+    dataset: str
+    fold: int
+
+    @property
+    def name(self) -> str:
+        """`<model>/<dataset>/fold<k>`: the piece every per-fold path and MLflow run name shares."""
+        return f"{self.model + '/' if self.model else ''}{self.dataset}/fold{self.fold}"
+
+    def _of(self, *parts: str, suffix: str = "") -> Path:
+        return self.root.joinpath(*parts) / f"{self.name}{suffix}"
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def model_dir(self) -> Path:
+        """The trained model (a DVC output)."""
+        return self._of("models")
+
+    @property
+    def resume_dir(self) -> Path:
+        """The training state a killed run resumes from; outside DVC's outputs, which DVC deletes first."""
+        return self._of("checkpoints")
+
+    @property
+    def generations(self) -> Path:
+        return self._of("results", "generations", suffix=".csv")
+
+    @property
+    def predictions(self) -> Path:
+        return self._of("results", "predictions", suffix=".jsonl")
+
+    @property
+    def scores(self) -> Path:
+        return self._of("results", "scores", suffix=".json")
+
+    @property
+    def train_metrics(self) -> Path:
+        return self._of("metrics", "train", suffix=".json")
+
+    @property
+    def train_curve(self) -> Path:
+        return self._of("plots", "train", suffix=".csv")
+
+    @property
+    def keywords(self) -> Path:
+        return self.root / "data" / "keywords" / self.dataset / f"fold{self.fold}.jsonl"
+
+    @property
+    def keyword_stats(self) -> Path:
+        return self.root / "metrics" / "keywords" / self.dataset / f"fold{self.fold}.json"
+
+    @property
+    def oracle(self) -> Path:
+        """The evaluator's parse of every real test problem (its accuracy is the oracle ACC-eq)."""
+        return self.root / "data" / "oracle" / self.dataset / f"fold{self.fold}.jsonl"
+
+    @property
+    def evaluator(self) -> "FoldPaths":
+        """The same fold's independent evaluator mwp2eq."""
+        return FoldPaths(self.root, EVALUATOR.name, self.dataset, self.fold)
+
+    def of(self, model: str | None) -> "FoldPaths":
+        return FoldPaths(self.root, model, self.dataset, self.fold)
