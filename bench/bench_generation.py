@@ -10,6 +10,7 @@ many greedy outputs agree between the arms (left padding changes float rounding 
 
 from __future__ import annotations
 
+import sys
 import argparse
 import random
 import tempfile
@@ -19,9 +20,11 @@ from pathlib import Path
 import torch
 
 from mwpgen.lm.decoding import generate_problems
-from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, tiny_model_dir
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import LMExample, generator_prompt
 from mwpgen.lm.training import train_causal_lm
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
+from tiny_model import tiny_model_dir  # noqa: E402
 
 EQUATIONS = ["x = ( num1 - num2 )", "x = ( num1 * num2 )", "x = ( num1 + num2 ) / num3", "x = num1 / ( num2 - num3 )"]
 WORDS = ["Joan", "seashells", "beach", "Tom", "boxes", "candies", "jar", "marbles", "dollars", "kids", "week", "store"]

@@ -32,6 +32,7 @@ FLOP rate is compared with a dense matmul (n x n, training dtype) measured in th
 
 from __future__ import annotations
 
+import sys
 import argparse
 import ctypes
 import statistics
@@ -43,10 +44,12 @@ from pathlib import Path
 import torch
 
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, joint_step, make_optimizers
-from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm.prompts import collate, encode_example, generator_example, parser_example
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.lm.training import lm_loss
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
+from tiny_model import tiny_model_dir  # noqa: E402
 
 EQUATION = "x = ( num1 - num2 ) - num3"
 SENTENCE = ("Joan found num1 seashells on the beach . She gave num2 of them to Tom and num3 to her sister . "
@@ -162,13 +165,13 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory()
     if args.model == "tiny":
         corpus = [" ".join(SENTENCE), generator_example(EQUATION, SENTENCE, " ".join(SENTENCE)).prompt,
-                  parser_example(" ".join(SENTENCE), EQUATION).prompt + " " + EQUATION]
+                  mwp2eq_example(" ".join(SENTENCE), EQUATION).prompt + " " + EQUATION]
         spec = str(tiny_model_dir(Path(tmp.name) / "tiny", corpus))
     else:
         spec = DEFAULT_MODEL if args.model == "smollm2-135m" else args.model
     gen, tok = load_model_and_tokenizer(spec, args.cache_dir, device=device)
-    parser, ptok = load_model_and_tokenizer(spec, args.cache_dir, device=device)
-    models = JointModels(gen, parser, tok, ContextSelector.from_model(gen).to(device))
+    mwp2eq, ptok = load_model_and_tokenizer(spec, args.cache_dir, device=device)
+    models = JointModels(gen, mwp2eq, tok, ContextSelector.from_model(gen).to(device))
     models.check(ptok)
 
     problem = build_problem(tok, args.seq)
@@ -178,7 +181,7 @@ def main() -> None:
     plain = collate([encode_example(tok, generator_example(EQUATION, words, problem), 10**6)] * args.batch,
                     tok.pad_token_id)
     plain = {k: v.to(device) for k, v in plain.items()}
-    real_parser = encode_example(tok, parser_example(problem, EQUATION), 10**6)
+    real_mwp2eq = encode_example(tok, mwp2eq_example(problem, EQUATION), 10**6)
     cfg = JointConfig(autocast_dtype=amp, max_problem_tokens=None, max_length=10**6)
     joint_opts = make_optimizers(models)
     plain_opt = torch.optim.AdamW(gen.parameters(), lr=5e-5, weight_decay=0.0)
@@ -197,11 +200,11 @@ def main() -> None:
             "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg)}
 
     # FLOPs per step (module docstring).
-    n_gen, n_par = matmul_params(gen), matmul_params(parser)
-    vocab, d_par, d_sel = parser.get_input_embeddings().weight.shape + (models.selector.embeddings.shape[1],)
+    n_gen, n_par = matmul_params(gen), matmul_params(mwp2eq)
+    vocab, d_par, d_sel = mwp2eq.get_input_embeddings().weight.shape + (models.selector.embeddings.shape[1],)
     t_gen = int(plain["attention_mask"].sum())  # = joint generator tokens (same layout)
     t_prob = args.batch * len(enc.problem.ids)
-    t_par = args.batch * len(real_parser["input_ids"])  # soft and real mwp2eq inputs have the same layout
+    t_par = args.batch * len(real_mwp2eq["input_ids"])  # soft and real mwp2eq inputs have the same layout
     sel = 2 * 2 * args.batch * len(enc.problem.ids) ** 2 * d_sel
     flops = {"plain": 6 * n_gen * t_gen, "phase1": 6 * n_gen * t_gen + sel,
              "phase2": 6 * n_gen * t_gen + sel + 4 * n_par * t_par + 4 * t_prob * vocab * d_par + 6 * n_par * t_par}
@@ -212,7 +215,7 @@ def main() -> None:
     joint_len += 1  # EOS
     print(f"batch {args.batch}; generator seq: joint {joint_len} / plain {plain['input_ids'].shape[1]} tokens; "
           f"problem {len(enc.problem.ids)} tokens, {len(words)} candidate words; "
-          f"mwp2eq seq {len(real_parser['input_ids'])}")
+          f"mwp2eq seq {len(real_mwp2eq['input_ids'])}")
     for fn in arms.values():  # warm-up: allocator, Adam state, kernels
         fn()
     times = {k: [] for k in arms}

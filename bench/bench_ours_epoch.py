@@ -46,6 +46,7 @@ from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joi
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
 from mwpgen.ours.bundle import generate_with_context
 from mwpgen.ours.selector import ContextSelector, selector_batch
+from mwpgen.ours import training
 from mwpgen.ours.training import Schedule, train_joint
 
 # Shapes of the GPT-2 family (Radford et al. 2019; HF gpt2-* configs); the paper fine-tunes gpt2-large.
@@ -71,7 +72,7 @@ class ExperimentalSelector(ContextSelector):
 
 
 def load_models(spec: str, cache_dir: Path, device: str, seed: int, random_arch: str | None):
-    """(generator, mwp2eq, tokenizer): both from the pre-trained LM (parser_init: pretrained), or both randomly
+    """(generator, mwp2eq, tokenizer): both from the pre-trained LM (mwp2eq_init: pretrained), or both randomly
     initialised at `random_arch`'s size around the spec's tokenizer. A .gguf path is converted once."""
     if spec.endswith(".gguf"):
         gguf = Path(spec)
@@ -81,8 +82,8 @@ def load_models(spec: str, cache_dir: Path, device: str, seed: int, random_arch:
         spec = str(out)
     if random_arch is None:
         generator, tokenizer = load_model_and_tokenizer(spec, cache_dir, device=device)
-        parser, _ = load_model_and_tokenizer(spec, cache_dir, device=device)
-        return generator, parser, tokenizer
+        mwp2eq, _ = load_model_and_tokenizer(spec, cache_dir, device=device)
+        return generator, mwp2eq, tokenizer
     from transformers import GPT2Config, GPT2LMHeadModel
 
     _, tokenizer = load_model_and_tokenizer(spec, cache_dir, device="cpu")
@@ -99,22 +100,16 @@ def load_models(spec: str, cache_dir: Path, device: str, seed: int, random_arch:
 
 
 def phase_summary(history: list[dict], phase: int, steps_per_epoch: int, warmup: int) -> dict:
-    hs = [h for h in history if h["phase"] == phase]
-    if not hs:
+    """The pipeline's phase summary (losses over the last epoch's steps), with minutes per epoch from the step
+    times after `warmup` steps (left out of an extrapolation)."""
+    out = training.phase_summary(history, phase, steps_per_epoch, window=steps_per_epoch)
+    if not out:
         return {}
-    times = [h["step_s"] for h in hs]
+    times = [h["step_s"] for h in history if h["phase"] == phase]
     timed = times[warmup:] if len(times) > warmup else times
-    epochs_run = len(hs) / steps_per_epoch
-    last_epoch = [h for h in hs if h["epoch"] == hs[-1]["epoch"]]
-    out = {"steps": len(hs), "epochs_run": round(epochs_run, 3), "step_s_mean": statistics.mean(timed),
-           "step_s_median": statistics.median(timed), "wall_s_steps": sum(times),
-           "min_per_epoch": (sum(times) / epochs_run / 60 if len(hs) % steps_per_epoch == 0
-                             else statistics.mean(timed) * steps_per_epoch / 60)}
-    for key in ("lm", "eq", "kl", "parser", "selected_frac"):
-        vals = [h[key] for h in last_epoch if key in h]
-        if vals:
-            out[f"last_epoch_{key}"] = statistics.mean(vals)
-    return out
+    return {**out, "step_s_mean": statistics.mean(timed), "step_s_median": statistics.median(timed),
+            "wall_s_steps": sum(times),
+            "min_per_epoch": statistics.mean(timed) * steps_per_epoch / 60}
 
 
 def main() -> None:
@@ -147,14 +142,14 @@ def main() -> None:
     amp = torch.bfloat16 if device == "cuda" and args.precision == "bf16" else None
     fold = load_fold(args.data, args.dataset, args.fold, 0, args.max_test, args.seed)
     t_load = time.perf_counter()
-    generator, parser, tokenizer = load_models(args.model, args.cache_dir, device, args.seed, args.random_arch)
+    generator, mwp2eq, tokenizer = load_models(args.model, args.cache_dir, device, args.seed, args.random_arch)
     torch.manual_seed(args.seed)
     if args.selector == "eq5" and args.selector_lr_scale == 1.0:
         selector = ContextSelector.from_model(generator).to(device)
     else:
         selector = ExperimentalSelector(generator.get_input_embeddings().weight, args.selector == "residual",
                                         args.selector_lr_scale).to(device)
-    models = JointModels(generator, parser, tokenizer, selector)
+    models = JointModels(generator, mwp2eq, tokenizer, selector)
     models.check()
     load_s = time.perf_counter() - t_load
     config = JointConfig(max_problem_tokens=args.max_problem_tokens, max_length=args.max_length, autocast_dtype=amp)

@@ -15,11 +15,10 @@ import json
 from pathlib import Path
 
 from mwpgen.data.folds import load_fold
-from mwpgen.lm.decoding import parse_equations
+from mwpgen.lm.decoding import predict_equations
 from mwpgen.io import read_generations
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-from mwpgen.data.masking import split_text
-from mwpgen.evaluation.metrics import TextScorer, evaluate_generations
+from mwpgen.evaluation.metrics import TextScorer, score_generations
 
 
 def main() -> None:
@@ -35,14 +34,12 @@ def main() -> None:
     evaluator = args.evaluator or Path("models") / "mwp2eq" / args.dataset / f"fold{args.fold}"
     if not (evaluator / "config.json").exists():
         raise SystemExit(f"error: no evaluator mwp2eq at {evaluator}; run `dvc repro train_evaluator` first")
-    parser, tokenizer = load_model_and_tokenizer(str(evaluator), DEFAULT_MODEL_CACHE)
+    evaluator, tokenizer = load_model_and_tokenizer(str(evaluator), DEFAULT_MODEL_CACHE)
     generated = [r["generated"] for r in rows]
-    parsed = parse_equations(parser.eval(), tokenizer, generated)
+    parsed = predict_equations(evaluator.eval(), tokenizer, generated)
     training_texts = [r["text"] for r in load_fold(args.data, args.dataset, args.fold).train]
     with TextScorer() as scorer:
-        scores = evaluate_generations([" ".join(split_text(g)) for g in generated], [r["reference"] for r in rows],
-                                      training_texts=training_texts, predicted_equations=parsed,
-                                      reference_equations=[r["equation"] for r in rows], scorer=scorer)
+        scores, _ = score_generations(rows, parsed, training_texts, scorer)
     scores.pop("timings_s")
     result = {"table": str(args.table), "dataset": args.dataset, "fold": args.fold, "n": len(rows), **scores}
     (args.table.parent / "scores.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

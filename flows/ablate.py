@@ -1,4 +1,4 @@
-"""Stage `ablate`: one Table 4 variant of "ours" on one (dataset, fold) — train, generate, evaluate — with the
+"""Stage `ablate`: one Table 4 variant of ours on one (dataset, fold) — train, generate, evaluate — with the
 same flows as the full model, as model `ours-<variant>` (mwpgen/ours/ablation.py says what each variant switches).
 
 All variants: python -m flows.pipeline --profile ablation   (profiles/ablation.yaml; the report adds Table 4)
@@ -12,20 +12,18 @@ from flows.common import params_or_exit, stage_args
 from flows.evaluate import evaluate
 from flows.generate import generate
 from flows.train_ours import train_ours
-from mwpgen.ours.ablation import VARIANTS, model_name
 from mwpgen.config import Params
+from mwpgen.registry import ABLATION_VARIANTS, ablation_model
 
 
 @flow(name="ablate")
 def ablate(params: Params, variant: str, dataset: str, fold: int) -> dict:
-    model = model_name(variant)
+    model = ablation_model(variant)
     trained = train_ours(params, dataset, fold, variant)
     generate(params, model, dataset, fold)
     return {"train": trained, "scores": evaluate(params, model, dataset, fold)}
 
 
 if __name__ == "__main__":
-    args = stage_args(__doc__, dataset=True, fold=True, variants=tuple(VARIANTS))
-    if args.variant is None:
-        raise SystemExit(f"error: --variant is required (one of {', '.join(VARIANTS)})")
+    args = stage_args(__doc__, dataset=True, fold=True, variants=ABLATION_VARIANTS)
     ablate(params_or_exit(args.params), args.variant, args.dataset, args.fold)

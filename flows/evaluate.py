@@ -12,14 +12,14 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, EVALUATOR, PROJECT_ROOT, all_models, fold_name, params_or_exit, stage_args
+from flows.common import DATA, fold_paths, params_or_exit, stage_args
+from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
+from mwpgen.evaluation.metrics import TextScorer, score_generations
 from mwpgen.io import read_generations, write_json, write_jsonl
 from mwpgen.seq2seq.baseline import read_not_run
-from mwpgen.data.masking import split_text
-from mwpgen.evaluation.metrics import TextScorer, equation_symbols, evaluate_generations, novelty
-from tasks.models import parse
+from tasks.models import predict_equations
 from tasks.tracking import fold_run
 
 
@@ -29,11 +29,10 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
     exp = params.experiment
     # Novelty is judged against the whole training fold, not the training subsample.
     data = load_fold(DATA, dataset, fold, 0, exp.max_test, exp.seed)
-    name = fold_name(model, dataset, fold)
-    rows = read_generations(PROJECT_ROOT / "results" / "generations" / f"{name}.csv")
-    pred_path = PROJECT_ROOT / "results" / "predictions" / f"{name}.jsonl"
-    out = PROJECT_ROOT / "results" / "scores" / f"{name}.json"
-    reason = read_not_run(PROJECT_ROOT / "models" / name)
+    paths = fold_paths(model, dataset, fold)
+    rows = read_generations(paths.generations)
+    pred_path, out = paths.predictions, paths.scores
+    reason = read_not_run(paths.model_dir)
     if reason:  # the report marks the row "not run" with this reason; no score is made up for it
         log.warning("%s on %s fold %d was not run: %s", model, dataset, fold, reason)
         write_jsonl(pred_path, [])
@@ -42,24 +41,11 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
     with fold_run(model, dataset, fold, "evaluate") as run:
         start = time.time()
         generated = [r["generated"] for r in rows]
-        parsed = parse(params, PROJECT_ROOT / "models" / fold_name(EVALUATOR, dataset, fold), generated)
+        parsed = predict_equations(params, paths.evaluator.model_dir, generated)
         parse_s = time.time() - start
-        # Generated text is compared with the processed (punctuation-split) training texts in the same tokenisation.
-        tokenised = [" ".join(split_text(g)) for g in generated]
         with TextScorer(params.evaluate.meteor_timeout_s, params.evaluate.max_hypothesis_chars) as scorer:
-            scores = evaluate_generations(
-                tokenised, [r["reference"] for r in rows], training_texts=[r["text"] for r in data.train],
-                predicted_equations=parsed, reference_equations=[r["equation"] for r in rows], per_item=True,
-                scorer=scorer)
+            scores, predictions = score_generations(rows, parsed, [r["text"] for r in data.train], scorer)
         timings = scores.pop("timings_s")
-        per_item = {k: scores.pop(k) for k in list(scores) if k.endswith("_per_item")}
-        _, novel = novelty(tokenised, [r["text"] for r in data.train])  # per-item flags for the predictions file
-        predictions = [{"id": r["id"], "equation": r["equation"], "generated": r["generated"], "parsed": p,
-                        "acc_eq": equation_symbols(p) == equation_symbols(r["equation"]), "novel": n,
-                        "bleu4": b, "meteor": m, "rouge_l": rl}
-                       for r, p, n, b, m, rl in zip(rows, parsed, novel, per_item.get("bleu4_per_item", []),
-                                                    per_item.get("meteor_per_item", []),
-                                                    per_item.get("rouge_l_per_item", []))]
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,
                   "timings_s": {**{k: round(v, 3) for k, v in timings.items()}, "parse": round(parse_s, 3)}}
@@ -73,5 +59,5 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
 
 
 if __name__ == "__main__":
-    args = stage_args(__doc__, dataset=True, fold=True, models=all_models())
+    args = stage_args(__doc__, dataset=True, fold=True, models=registry.generator_names())
     evaluate(params_or_exit(args.params), args.model, args.dataset, args.fold)

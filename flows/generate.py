@@ -1,6 +1,6 @@
 """Stage `generate`: a generator writes one problem per test problem of a fold, from its equation and context.
 
-Context: the baselines (GPT, GPT-pre, seq2seq) get the heuristic keywords of the test problem; "ours" gets the
+Context: the baselines (causal LMs, seq2seq) get the heuristic keywords of the test problem; ours gets the
 words its selector picks from the test problem (the `context` column; Table 5 samples it).
 
 Batched decoding with the KV cache (mwpgen/lm/decoding.py); greedy / beam / top-p and the length cap are params,
@@ -13,64 +13,67 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import (DATA, OURS, PROJECT_ROOT, SEQ2SEQ, all_models, fold_keywords, fold_name, params_or_exit,
-                          stage_args)
+from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, stage_args
+from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
-from mwpgen.ours.steps import JointExample
 from mwpgen.lm.prompts import generator_prompt
 from mwpgen.ours.bundle import bundle_settings
+from mwpgen.ours.steps import JointExample
+from mwpgen.paths import FoldPaths
 from mwpgen.seq2seq.baseline import read_not_run
-from tasks import ours, seq2seq
-from tasks.models import generate as generate_task
+from tasks import models, ours, seq2seq
 from tasks.tracking import fold_run
 
 
-def _generate_ours(params: Params, bundle, test, dataset: str, fold: int) -> tuple[list[str], list[list[str]]]:
+def _generate_ours(params: Params, paths: FoldPaths, test) -> tuple[list[str], list[list[str]]]:
     """ours: the selector chooses each test problem's context (or, for Table 4's keyword rows, heuristic ones)."""
-    context = bundle_settings(bundle)["context"]
-    keywords = fold_keywords(dataset, fold, context, "test") if context != "selector" else {}
+    context = bundle_settings(paths.model_dir)["context"]
+    keywords = fold_keywords(paths, context, "test") if context != "selector" else {}
     examples = [JointExample(r["equation"], r["text"], tuple(keywords.get(r["id"], ()))) for r in test]
-    return ours.generate(params, bundle, examples)
+    return ours.generate(params, paths.model_dir, examples)
+
+
+def _generate_baseline(params: Params, spec: registry.ModelSpec, paths: FoldPaths, test, log):
+    """A baseline: the heuristic keywords of each test problem are its context."""
+    keywords = fold_keywords(paths, params.keywords.baseline_context, "test")
+    contexts = [keywords[r["id"]] for r in test]
+    equations = [r["equation"] for r in test]
+    if spec.decoder == "seq2seq":
+        reason = read_not_run(paths.model_dir)
+        if reason:  # e.g. no GloVe vectors on an offline machine: an empty table, never a stand-in model
+            log.warning("%s was not trained (%s): no generations", spec.name, reason)
+            return [], contexts
+        return seq2seq.generate_seq2seq(params, paths.model_dir, equations, contexts), contexts
+    prompts = [generator_prompt(e, c) for e, c in zip(equations, contexts)]
+    return models.generate(params, paths.model_dir, prompts), contexts
 
 
 @flow(name="generate")
 def generate(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
+    spec = registry.spec(model)
     exp = params.experiment
     data = load_fold(DATA, dataset, fold, exp.max_train, exp.max_test, exp.seed)
-    contexts = None  # ours picks its own context (_generate_ours); the baselines get heuristic keywords
-    if not model.startswith(OURS):
-        keywords = fold_keywords(dataset, fold, params.keywords.baseline_context, "test")
-        contexts = [keywords[r["id"]] for r in data.test]
-    name = fold_name(model, dataset, fold)
-    checkpoint = PROJECT_ROOT / "models" / name
+    paths = fold_paths(model, dataset, fold)
     with fold_run(model, dataset, fold, "generate") as run:
         run.params({f"generate.{k}": v for k, v in params.generate.model_dump().items()} | {"n_test": len(data.test)})
         start = time.time()
-        if contexts is None:
-            generated, contexts = _generate_ours(params, checkpoint, data.test, dataset, fold)
-        elif model in SEQ2SEQ:
-            reason = read_not_run(checkpoint)
-            if reason:  # e.g. no GloVe vectors on an offline machine: an empty table, never a stand-in model
-                log.warning("%s was not trained (%s): no generations", model, reason)
-            equations = [r["equation"] for r in data.test]
-            generated = [] if reason else seq2seq.generate_seq2seq(params, checkpoint, equations, contexts)
+        if spec.decoder == "ours":
+            generated, contexts = _generate_ours(params, paths, data.test)
         else:
-            prompts = [generator_prompt(r["equation"], c) for r, c in zip(data.test, contexts)]
-            generated = generate_task(params, checkpoint, prompts)
+            generated, contexts = _generate_baseline(params, spec, paths, data.test, log)
         wall = time.time() - start
         rows = [{"fold": fold, "id": r["id"], "equation": r["equation"], "context": " ".join(c),
                  "reference": r["text"], "generated": g} for r, c, g in zip(data.test, contexts, generated)]
-        out = PROJECT_ROOT / "results" / "generations" / f"{name}.csv"
-        write_generations(out, rows)
+        write_generations(paths.generations, rows)
         log.info("%d problems in %.1f s (%.2f problems/s)", len(rows), wall, len(rows) / max(wall, 1e-9))
         run.metrics({"generate_wall_s": wall, "problems_per_s": len(rows) / max(wall, 1e-9)})
-        run.artifact(out, "generations")
+        run.artifact(paths.generations, "generations")
     return {"n": len(rows), "wall_s": wall}
 
 
 if __name__ == "__main__":
-    args = stage_args(__doc__, dataset=True, fold=True, models=all_models())
+    args = stage_args(__doc__, dataset=True, fold=True, models=registry.generator_names())
     generate(params_or_exit(args.params), args.model, args.dataset, args.fold)

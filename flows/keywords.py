@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, PROJECT_ROOT, fold_name, params_or_exit, stage_args
+from flows.common import DATA, fold_paths, params_or_exit, stage_args
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import write_json, write_jsonl
@@ -29,16 +29,15 @@ def keywords(params: Params, dataset: str, fold: int) -> dict:
             tfidf = tfidf_keywords(texts, train_texts, k=params.keywords.tfidf_top_k)
             nouns = noun_keywords(texts)
             rows += [{"id": r["id"], "split": split, "tfidf": t, "noun": n} for r, t, n in zip(records, tfidf, nouns)]
-        out = DATA / "keywords" / f"{fold_name(None, dataset, fold)}.jsonl"
-        write_jsonl(out, rows)
+        paths = fold_paths(None, dataset, fold)
+        write_jsonl(paths.keywords, rows)
         stats = {"records": len(rows),
                  "avg_tfidf": sum(len(r["tfidf"]) for r in rows) / max(1, len(rows)),
                  "avg_noun": sum(len(r["noun"]) for r in rows) / max(1, len(rows))}
         log.info("%s fold %d: %d records, %.2f noun keywords on average", dataset, fold, len(rows), stats["avg_noun"])
         run.metrics(stats)
-        run.artifact(out)
-        metrics_path = PROJECT_ROOT / "metrics" / "keywords" / f"{fold_name(None, dataset, fold)}.json"
-        write_json(metrics_path, stats)
+        run.artifact(paths.keywords)
+        write_json(paths.keyword_stats, stats)
     return stats
 
 

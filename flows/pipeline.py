@@ -61,11 +61,11 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("targets", nargs="*", help="DVC stages to reproduce (default: all)")
-    parser.add_argument("--force", action="store_true", help="rerun stages even if DVC finds them up to date")
-    parser.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper)")
-    args = parser.parse_args()
+    cli = argparse.ArgumentParser(description=__doc__)
+    cli.add_argument("targets", nargs="*", help="DVC stages to reproduce (default: all)")
+    cli.add_argument("--force", action="store_true", help="rerun stages even if DVC finds them up to date")
+    cli.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper)")
+    args = cli.parse_args()
     if args.profile:
         try:
             changed = apply_profile(PROJECT_ROOT / "params.yaml", PROJECT_ROOT / "profiles" / f"{args.profile}.yaml")

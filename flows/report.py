@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, EVALUATOR, PROJECT_ROOT, fold_name, params_or_exit, stage_args
-from mwpgen.ours.ablation import TABLE4_ROWS, VARIANTS, model_name, table4_rows, variant_of
+from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, stage_args
+from mwpgen import registry
 from mwpgen.config import Params
+from mwpgen.evaluation.report import summary, table2, table3, table4, table5
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
-from mwpgen.evaluation.report import TABLE2_MODELS, summary, table2, table3, table4, table5
+from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tasks.tracking import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
@@ -26,17 +27,16 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
     lines = ["### What was run", "",
              f"- model: `{tr.model}`; datasets: {', '.join(exp.datasets)}; folds: {exp.folds} of "
              f"{params.split.n_folds}; seed {exp.seed}",
-             f"- training examples per fold: GPT/GPT-pre {tr.generator.max_train or exp.max_train or 'all'}, ours "
-             f"{o.max_train or exp.max_train or 'all'}, evaluator mwp2eq {tr.parser.max_train or exp.max_train or 'all'}"
-             f", seq2seq {exp.max_train or 'all'} (seeded subsamples); test problems scored per fold: "
-             f"{exp.max_test or 'all'}",
+             "- training examples per fold: " + ", ".join(
+                 f"{m} {registry.max_train(params, m) or 'all'}" for m in ("gpt_pre", "ours", "mwp2eq", "seq2seq_tf"))
+             + f" (seeded subsamples); test problems scored per fold: {exp.max_test or 'all'}",
              f"- GPT/GPT-pre: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
-             f"max_steps {tr.generator.max_steps or 'none'}; parser: {tr.parser.epochs} epoch(s), batch "
-             f"{tr.parser.batch_size}, lr {tr.parser.lr}, max_steps {tr.parser.max_steps or 'none'}",
+             f"max_steps {tr.generator.max_steps or 'none'}; evaluator: {tr.evaluator.epochs} epoch(s), batch "
+             f"{tr.evaluator.batch_size}, lr {tr.evaluator.lr}, max_steps {tr.evaluator.max_steps or 'none'}",
              f"- ours: phase 1 {o.phase1.epochs} epoch(s) max_steps {o.phase1.max_steps or 'none'}, phase 2 "
              f"{o.phase2.epochs} epoch(s) max_steps {o.phase2.max_steps or 'none'}, batch {o.batch_size}, lr {o.lr}; "
              f"alpha {o.alpha}, beta {o.beta}, rho {o.rho}, tau {o.tau}, relaxation {o.relaxation}, context "
-             f"{o.context}, mwp2eq initialised from {o.parser_init}",
+             f"{o.context}, mwp2eq initialised from {o.mwp2eq_init}",
              f"- seq2seq: {s2s.steps} steps (x{s2s.math23k_steps_factor} on Math23K); LSTM {s2s.rnn_layers}x"
              f"{s2s.rnn_hidden} (emb {s2s.emb_dim}), batch {s2s.rnn_batch_size}, Adagrad {s2s.rnn_lr}; transformer "
              f"{s2s.tf_layers} layers x {s2s.tf_d_model} (ff {s2s.tf_ff}, {s2s.tf_heads} heads), {s2s.tf_batch_tokens}"
@@ -61,9 +61,9 @@ def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, 
     out, selection = [], {}
     for d in exp.datasets:
         k = exp.folds[0]
-        generations = PROJECT_ROOT / "results" / "generations" / f"{fold_name('ours', d, k)}.csv"
-        heuristic = {r["id"]: r for r in read_jsonl(DATA / "keywords" / f"{fold_name(None, d, k)}.jsonl")}
-        rows = read_generations(generations)
+        paths = fold_paths("ours", d, k)
+        heuristic = {r["id"]: r for r in read_jsonl(paths.keywords)}
+        rows = read_generations(paths.generations)
         selection[d] = [len(row["context"].split()) for row in rows]
         for row in rows[:per_dataset]:
             out.append({"dataset": d, "id": row["id"], "problem": row["reference"], "selected": row["context"].split(),
@@ -71,47 +71,39 @@ def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, 
     return out, selection
 
 
-def _table4_variant(variants: list[str]):
-    """Scores -> ablation variant. The default "ours" is the full model; unless the `noun` variant was trained
-    through the joint trainer, GPT-pre (the same objective, L_LM with noun keywords) answers its row."""
-    def of(model: str) -> str | None:
-        if model == "gpt_pre" and "noun" not in variants:
-            return "noun"
-        return variant_of(model)
-    return of
-
-
 @flow(name="report")
 def report(params: Params) -> dict:
     log = get_run_logger()
     exp, ab = params.experiment, params.ablation
     runs = [(d, k) for d in exp.datasets for k in exp.folds]
+    models = [m for m in registry.names(table2=True) if m in params.models.generate]
     # Table 4 turns whatever variants have run into rows: those listed now, and those an earlier ablation run
     # left scored (e.g. `--profile ablation`, then params.yaml back to its default).
-    scored = lambda v, d, k: (PROJECT_ROOT / "results" / "scores" / f"{fold_name(model_name(v), d, k)}.json").exists()  # noqa: E731
-    ablation_models = [(model_name(v), d, k) for v in VARIANTS for d in ab.datasets for k in ab.folds
-                       if v in ab.variants or scored(v, d, k)]
-    runs_of = [(m, d, k) for m in TABLE2_MODELS for d, k in runs] + ablation_models
+    ablation_models = [(registry.ablation_model(v), d, k) for v in registry.ABLATION_VARIANTS
+                       for d in ab.datasets for k in ab.folds
+                       if v in ab.variants or fold_paths(registry.ablation_model(v), d, k).scores.exists()]
+    runs_of = [(m, d, k) for m in models for d, k in runs] + ablation_models
     # A model whose evaluate stage has not run (e.g. `dvc repro` of chosen stages) keeps empty cells, said here.
-    score_files = [PROJECT_ROOT / "results" / "scores" / f"{fold_name(m, d, k)}.json" for m, d, k in runs_of]
+    score_files = [fold_paths(m, d, k).scores for m, d, k in runs_of]
     missing = [str(f.relative_to(PROJECT_ROOT)) for f in score_files if not f.exists()]
     if missing:
         log.warning("no scores yet, so these cells stay empty: %s", ", ".join(missing))
     scores = [read_json(f) for f in score_files if f.exists()]
-    trained = [(m, d, k) for m in (*TABLE2_MODELS, EVALUATOR) for d, k in runs] + ablation_models
-    train_files = {fold_name(m, d, k): PROJECT_ROOT / "metrics" / "train" / f"{fold_name(m, d, k)}.json"
-                   for m, d, k in trained}
-    train_metrics = {name: read_json(f) for name, f in train_files.items()
-                     if f.exists() or name.startswith(EVALUATOR)}  # the oracle row needs every evaluator
-    oracle = [{"model": EVALUATOR, "dataset": d, "fold": k,
-               "oracle_acc_eq": train_metrics[fold_name(EVALUATOR, d, k)]["oracle_acc_eq"]} for d, k in runs]
+    trained = [(m, d, k) for m in (*models, registry.EVALUATOR.name) for d, k in runs] + ablation_models
+    train_metrics = {fold_paths(m, d, k).name: read_json(fold_paths(m, d, k).train_metrics) for m, d, k in trained
+                     if fold_paths(m, d, k).train_metrics.exists() or m == registry.EVALUATOR.name}  # the oracle row
+    oracle = [{"model": registry.EVALUATOR.name, "dataset": d, "fold": k,
+               "oracle_acc_eq": train_metrics[fold_paths(registry.EVALUATOR.name, d, k).name]["oracle_acc_eq"]}
+              for d, k in runs]
+    trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp)
     with stage_run("report") as run:
         run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
-        tables = {"table2": table2(scores, oracle, TABLE2_MODELS, exp.datasets),
-                  "table3": table3(scores, TABLE2_MODELS, exp.datasets),
-                  "table4": table4(scores, _table4_variant([variant_of(m) for m, _, _ in ablation_models]), table4_rows, TABLE4_ROWS, ab.datasets),
+        tables = {"table2": table2(scores, oracle, models, exp.datasets),
+                  "table3": table3(scores, models, exp.datasets),
+                  "table4": table4(scores, lambda m: variant_of(m, trained_variants), table4_rows, TABLE4_ROWS,
+                                   ab.datasets),
                   "table5": table5(examples, selection=selection)}
         for name, table in tables.items():
             for ext in ("md", "csv", "tex"):

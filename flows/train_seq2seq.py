@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import (DATA, PROJECT_ROOT, fold_keywords, fold_name, loss_curve_csv, params_or_exit, record_training,
-                          stage_args)
+from flows.common import DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit, record_training, stage_args
+from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import atomic_write_text, write_json
-from mwpgen.seq2seq.baseline import NOT_RUN_FILE, SEQ2SEQ_MODELS, write_not_run
+from mwpgen.seq2seq.baseline import NOT_RUN_FILE, write_not_run
 from tasks.seq2seq import train_seq2seq_baseline
 from tasks.tracking import fold_run
 
@@ -29,12 +29,11 @@ from tasks.tracking import fold_run
 def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
     exp, cfg = params.experiment, params.train.seq2seq
-    data = load_fold(DATA, dataset, fold, exp.max_train, exp.max_test, exp.seed)
-    name = fold_name(model, dataset, fold)
-    checkpoint = PROJECT_ROOT / "models" / name
-    out = PROJECT_ROOT / "metrics" / "train" / f"{name}.json"
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed)
+    paths = fold_paths(model, dataset, fold)
+    checkpoint, out = paths.model_dir, paths.train_metrics
     context = params.keywords.baseline_context
-    keywords = fold_keywords(dataset, fold, context, "train")
+    keywords = fold_keywords(paths, context, "train")
     with fold_run(model, dataset, fold, "train") as run:
         run.params({"kind": "seq2seq", "n_train": len(data.train), "n_train_full": data.n_train_full,
                     "context": context, "keyword_dropout": params.keywords.dropout, "seed": exp.seed,
@@ -48,7 +47,7 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
             log.warning("%s on %s fold %d NOT RUN: %s", model, dataset, fold, result["not_run"])
             write_not_run(checkpoint, result["not_run"])
             write_json(out, {"not_run": result["not_run"]})
-            atomic_write_text(PROJECT_ROOT / "plots" / "train" / f"{name}.csv", loss_curve_csv([]))  # DVC's output
+            atomic_write_text(paths.train_curve, loss_curve_csv([]))  # DVC's output
             run.tag("mwpgen.not_run", result["not_run"][:5000])
             run.artifact(checkpoint / NOT_RUN_FILE)
             run.artifact(out)
@@ -67,7 +66,7 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
             metrics["glove"] = result["glove"]
         run.params({f"run.model.{k}": v for k, v in metrics["model"].items()}
                    | {f"run.train.{k}": v for k, v in metrics["train"].items()})
-        record_training(run, name, metrics, loss_curve_csv(train["losses"]))
+        record_training(run, paths, metrics, loss_curve_csv(train["losses"]))
         if result["glove"] is not None:
             run.metrics({f"glove_{k}": v for k, v in result["glove"].items() if isinstance(v, (int, float))})
         run.artifact(checkpoint / "config.json", "checkpoint")
@@ -77,5 +76,5 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
 
 
 if __name__ == "__main__":
-    args = stage_args(__doc__, dataset=True, fold=True, models=SEQ2SEQ_MODELS)
+    args = stage_args(__doc__, dataset=True, fold=True, models=registry.names("seq2seq"))
     train_seq2seq(params_or_exit(args.params), args.model, args.dataset, args.fold)

@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mwpgen import registry
+
 DATASETS = ("arithmetic", "mawps", "math23k")
 Dataset = Literal["arithmetic", "mawps", "math23k"]
 
@@ -99,7 +101,7 @@ class GeneratorTrainParams(LMTrainParams):
     max_train: int = Field(240, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
 
 
-class ParserTrainParams(LMTrainParams):
+class EvaluatorTrainParams(LMTrainParams):
     max_train: int = Field(320, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
 
 
@@ -130,11 +132,11 @@ class OursTrainParams(Section):
     context: Literal["selector", "tfidf", "noun"] = Field(
         "selector", description="Context source: the learned selector, or heuristic keywords (Table 4).")
     context_loss: bool = Field(True, description="Train the selector with L_c (Table 4: w/o L_c).")
-    parser_init: Literal["pretrained", "evaluator"] = Field(
+    mwp2eq_init: Literal["pretrained", "evaluator"] = Field(
         "pretrained", description="Start of the co-trained mwp2eq: the pre-trained LM (the paper), or a copy of "
-        "the evaluator parser (faster on CPU, but correlates training signal and judge).")
-    parser_in_phase1: bool = Field(True, description="mwp2eq also learns its own objective during phase 1 "
-                                   "(on real problems only), so phase 2 starts with a parser that can parse.")
+        "the evaluator (faster on CPU, but correlates training signal and judge).")
+    mwp2eq_in_phase1: bool = Field(True, description="mwp2eq also learns its own objective during phase 1 "
+                                   "(on real problems only), so phase 2 starts with an mwp2eq that can parse.")
     threshold: float = Field(0.5, gt=0, lt=1, description="Inference: words with q > threshold are the context.")
     save_every: int = Field(10, ge=1, description="Steps between resumable training-state checkpoints.")
 
@@ -170,7 +172,7 @@ class TrainParams(Section):
     mixed_precision: bool = Field(True, description="bf16/fp16 autocast on CUDA (ignored on CPU).")
     log_every: int = Field(10, ge=1, description="Steps between progress lines and MLflow loss points.")
     generator: GeneratorTrainParams = GeneratorTrainParams()
-    parser: ParserTrainParams = ParserTrainParams()
+    evaluator: EvaluatorTrainParams = EvaluatorTrainParams()
     ours: OursTrainParams = OursTrainParams()
     seq2seq: Seq2SeqTrainParams = Seq2SeqTrainParams()
 
@@ -189,11 +191,50 @@ class EvaluateParams(Section):
     meteor_timeout_s: float = Field(600.0, gt=0, description="Watchdog on the METEOR JVM.")
 
 
-ABLATION_VARIANTS = ("eq_softmax", "eq_gumbel", "tfidf", "noun", "selector", "no_context_loss", "no_both", "full")
+def _known(names: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
+    wrong = [n for n in names if n not in allowed]
+    if wrong:
+        raise ValueError(f"{', '.join(map(repr, wrong))}: not {what}; known: {', '.join(allowed)}")
+    return names
+
+
+class ModelsParams(Section):
+    """Which models run: dvc.yaml's matrices read these lists (mwpgen/registry.py describes each model)."""
+
+    causal_lm: list[str] = Field(list(registry.names("causal_lm")),
+                                 description="Causal-LM generators the `train` stage fine-tunes.")
+    seq2seq: list[str] = Field(list(registry.names("seq2seq")),
+                               description="Seq2seq baselines the `train_seq2seq` stage trains.")
+    generate: list[str] = Field(list(registry.names(table2=True)),
+                                description="Generators the `generate` and `evaluate` stages run (Table 2's rows).")
+
+    @field_validator("causal_lm")
+    @classmethod
+    def _causal_lms(cls, names: list[str]) -> list[str]:
+        return _known(names, registry.names("causal_lm"), "causal-LM models")
+
+    @field_validator("seq2seq")
+    @classmethod
+    def _seq2seqs(cls, names: list[str]) -> list[str]:
+        return _known(names, registry.names("seq2seq"), "seq2seq models")
+
+    @field_validator("generate")
+    @classmethod
+    def _generators(cls, names: list[str]) -> list[str]:
+        return _known(names, registry.names(table2=True), "generators")
+
+    @model_validator(mode="after")
+    def _trained_before_generated(self) -> "ModelsParams":
+        untrained = [n for n in self.generate if registry.MODELS[n].family in ("causal_lm", "seq2seq")
+                     and n not in (*self.causal_lm, *self.seq2seq)]
+        if untrained:
+            raise ValueError(f"models.generate lists {', '.join(untrained)}, which models.causal_lm / "
+                             "models.seq2seq do not train")
+        return self
 
 
 class AblationParams(Section):
-    variants: list[Literal[ABLATION_VARIANTS]] = Field(
+    variants: list[Literal[registry.ABLATION_VARIANTS]] = Field(
         [], description="Table 4 variants of \"ours\" to run (mwpgen/ours/ablation.py defines each); [] = none. "
         "profiles/ablation.yaml lists them all.")
     datasets: list[Dataset] = Field(["arithmetic"], min_length=1, description="Datasets the ablation runs on.")
@@ -206,6 +247,7 @@ class Params(Section):
     preprocess: PreprocessParams = PreprocessParams()
     split: SplitParams = SplitParams()
     experiment: ExperimentParams = ExperimentParams()
+    models: ModelsParams = ModelsParams()
     keywords: KeywordsParams = KeywordsParams()
     train: TrainParams = TrainParams()
     generate: GenerateParams = GenerateParams()

@@ -75,3 +75,16 @@ def ablation_model(variant: str) -> str:
     if variant not in ABLATION_VARIANTS:
         raise ValueError(f"unknown ablation variant {variant!r}; known: {', '.join(ABLATION_VARIANTS)}")
     return f"ours-{variant}"
+
+
+def max_train(params, name: str) -> int:
+    """How many training problems model `name` trains on (0 = the whole training fold): its own cap in
+    `train.<section>.max_train` where it has one, else `experiment.max_train`. `params` is a config.Params."""
+    family = spec(name).family
+    own = {"causal_lm": params.train.generator, "mwp2eq": params.train.evaluator, "ours": params.train.ours}.get(family)
+    return (own.max_train if own is not None else 0) or params.experiment.max_train
+
+
+def generator_names() -> tuple[str, ...]:
+    """Every model the generate and evaluate stages accept: Table 2's generators and ours' ablation variants."""
+    return tuple(m.name for m in (*GENERATORS, *ABLATIONS))

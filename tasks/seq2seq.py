@@ -15,7 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from mwpgen.config import Params
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE
 from mwpgen.seq2seq.baseline import generate_baseline, train_baseline
-from tasks.models import resolve_device
+from mwpgen.runtime import resolve_device
 
 # Downloaded GloVe lives beside the other model weights, outside the repository (MWPGEN_MODEL_CACHE).
 GLOVE_CACHE = DEFAULT_MODEL_CACHE / "glove"

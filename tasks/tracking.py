@@ -49,8 +49,15 @@ def experiment_id(c: MlflowClient) -> str:
         return exp.experiment_id
     try:
         return c.create_experiment(EXPERIMENT, artifact_location=_artifact_root(tracking_uri()))
-    except Exception:  # another process created it first
+    except MlflowException as e:
+        if e.error_code != "RESOURCE_ALREADY_EXISTS":  # another stage process created it first: fine
+            raise
         return c.get_experiment_by_name(EXPERIMENT).experiment_id
+
+
+def _is_param_change(e: MlflowException) -> bool:
+    """MLflow's refusal to overwrite a logged param with another value (and only that)."""
+    return e.error_code == "INVALID_PARAMETER_VALUE" and "Changing param values is not allowed" in str(e)
 
 
 def _flatten(prefix: str, obj: Any) -> dict[str, str]:
@@ -76,7 +83,9 @@ class StageRun:
         for key, value in _flatten("", params).items():
             try:
                 self.client.log_param(self.run_id, key, value)
-            except MlflowException:
+            except MlflowException as e:
+                if not _is_param_change(e):
+                    raise
                 self.tag(f"param_changed.{key}", str(value)[:5000])
                 changed.append(key)
         if changed:

@@ -8,24 +8,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, parser_pieces, relax,
-                                soft_parser_nll)
-from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm.prompts import collate, encode_example, generator_example, parser_example
+from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, mwp2eq_pieces, relax,
+                                soft_mwp2eq_nll)
+from mwpgen.lm.loading import load_model_and_tokenizer
+from tiny_model import tiny_model_dir
+from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
 from mwpgen.lm.training import lm_loss
 
 RECORDS = [("x = ( num1 - num2 )", "Joan found num1 shells . She gave num2 away . How many are left ?"),
            ("x = ( num1 * num2 )", "Tom has num1 boxes with num2 candies each . How many candies ?")]
 CORPUS = [generator_example(e, [], p).prompt + " " + p for e, p in RECORDS]
-CORPUS += [parser_example(p, e).prompt + " " + e for e, p in RECORDS]
+CORPUS += [mwp2eq_example(p, e).prompt + " " + e for e, p in RECORDS]
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     path = tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", CORPUS)
     gen, tok = load_model_and_tokenizer(str(path), Path("unused"))
-    parser, _ = load_model_and_tokenizer(str(path), Path("unused"))
-    return gen, parser, tok, path
+    mwp2eq, _ = load_model_and_tokenizer(str(path), Path("unused"))
+    return gen, mwp2eq, tok, path
 
 
 def test_relaxation_is_a_distribution_and_approaches_one_hot():
@@ -50,26 +51,26 @@ def test_relaxation_is_a_distribution_and_approaches_one_hot():
         relax(f, 0.0)
 
 
-def test_one_hot_problem_reproduces_parser_nll(tiny):
+def test_one_hot_problem_reproduces_mwp2eq_nll(tiny):
     """Hard one-hot rows of the real problem tokens give exactly mwp2eq's NLL on the real example: the
-    soft prompt is lm_data's parser template token for token."""
-    _, parser, tok, _ = tiny
+    soft prompt is lm_data's mwp2eq template token for token."""
+    _, mwp2eq, tok, _ = tiny
     soft, pieces = [], []
     for eq, text in RECORDS:
         ids = tok(" " + text, add_special_tokens=False)["input_ids"]
-        soft.append(F.one_hot(torch.tensor(ids), parser.config.vocab_size).float())
-        pieces.append(parser_pieces(tok, eq))
-    nll_sum, n = soft_parser_nll(parser, soft, pieces)
-    batch = collate([encode_example(tok, parser_example(p, e), 128) for e, p in RECORDS], tok.pad_token_id)
+        soft.append(F.one_hot(torch.tensor(ids), mwp2eq.config.vocab_size).float())
+        pieces.append(mwp2eq_pieces(tok, eq))
+    nll_sum, n = soft_mwp2eq_nll(mwp2eq, soft, pieces)
+    batch = collate([encode_example(tok, mwp2eq_example(p, e), 128) for e, p in RECORDS], tok.pad_token_id)
     with torch.no_grad():
-        ref = lm_loss(parser(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
+        ref = lm_loss(mwp2eq(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
                       batch["labels"])
     assert n == int((batch["labels"] != -100).sum())
     assert (nll_sum / n).item() == pytest.approx(ref.item(), rel=1e-5)
 
 
 def test_eq_loss_gradient_reaches_generator_only(tiny):
-    gen, parser, tok, _ = tiny
+    gen, mwp2eq, tok, _ = tiny
     torch.manual_seed(0)
     eq, text = RECORDS[0]
     enc = encode_example(tok, generator_example(eq, [], text), 128)
@@ -77,24 +78,24 @@ def test_eq_loss_gradient_reaches_generator_only(tiny):
     start = len(enc["input_ids"]) - n_target - 1  # position of the first problem token (EOS last)
     logits = gen(input_ids=torch.tensor([enc["input_ids"]])).logits
     f = [logits[0, start - 1 : start - 1 + n_target]]
-    for train_parser in (False, True):
+    for train_mwp2eq in (False, True):
         gen.zero_grad(set_to_none=True)
-        parser.zero_grad(set_to_none=True)
-        loss, n_eq = equation_consistency_loss(parser, tok, f, [eq], tau=0.5, train_parser=train_parser)
+        mwp2eq.zero_grad(set_to_none=True)
+        loss, n_eq = equation_consistency_loss(mwp2eq, tok, f, [eq], tau=0.5, train_mwp2eq=train_mwp2eq)
         loss.backward(retain_graph=True)
-        assert n_eq == len(parser_pieces(tok, eq)[2])
+        assert n_eq == len(mwp2eq_pieces(tok, eq)[2])
         assert gen.model.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0  # Theta is reached
-        parser_grads = [p.grad for p in parser.parameters()]
-        if train_parser:
-            assert any(g is not None and g.abs().sum() > 0 for g in parser_grads)
+        mwp2eq_grads = [p.grad for p in mwp2eq.parameters()]
+        if train_mwp2eq:
+            assert any(g is not None and g.abs().sum() > 0 for g in mwp2eq_grads)
         else:
-            assert all(g is None for g in parser_grads)  # Phi is not trained by L_eq by default
-    assert all(p.requires_grad for p in parser.parameters())  # `frozen` restores the flags
+            assert all(g is None for g in mwp2eq_grads)  # Phi is not trained by L_eq by default
+    assert all(p.requires_grad for p in mwp2eq.parameters())  # `frozen` restores the flags
 
 
 def test_mismatched_vocabularies_are_refused(tiny, tmp_path):
-    gen, parser, tok, _ = tiny
-    check_shared_vocabulary(tok, tok, gen, parser)  # same vocabulary: fine
+    gen, mwp2eq, tok, _ = tiny
+    check_shared_vocabulary(tok, tok, gen, mwp2eq)  # same vocabulary: fine
     other_path = tiny_model_dir(tmp_path / "other", CORPUS + ["zebra zebras"])
     other, other_tok = load_model_and_tokenizer(str(other_path), Path("unused"))
     with pytest.raises(ValueError) as err:

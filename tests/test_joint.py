@@ -9,8 +9,9 @@ import torch
 
 from mwpgen.ours.steps import (JointConfig, JointExample, JointModels, encode_joint, generator_inputs, joint_step,
                           make_optimizers, phase2_losses)
-from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm.prompts import encode_example, generator_example, parser_example
+from mwpgen.lm.loading import load_model_and_tokenizer
+from tiny_model import tiny_model_dir
+from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.selector import ContextSelector
 
 RECORDS = [
@@ -25,14 +26,14 @@ EXAMPLES = [JointExample(e, p, k) for e, p, k in RECORDS]
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory):
     corpus = [generator_example(e, k, p).prompt + " " + p for e, p, k in RECORDS]
-    corpus += [parser_example(p, e).prompt + " " + e for e, p, _ in RECORDS]
+    corpus += [mwp2eq_example(p, e).prompt + " " + e for e, p, _ in RECORDS]
     return tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", corpus)
 
 
 def fresh_models(path) -> JointModels:
     gen, tok = load_model_and_tokenizer(str(path), Path("unused"))
-    parser, ptok = load_model_and_tokenizer(str(path), Path("unused"), seed=1)
-    models = JointModels(gen, parser, tok, ContextSelector.from_model(gen))
+    mwp2eq, ptok = load_model_and_tokenizer(str(path), Path("unused"), seed=1)
+    models = JointModels(gen, mwp2eq, tok, ContextSelector.from_model(gen))
     models.check(ptok)
     return models
 
@@ -57,14 +58,14 @@ def test_phase2_eq_gradient_reaches_generator_not_frozen_selector(tiny_path):
     torch.manual_seed(0)
     batch = [encode_joint(m.tokenizer, ex) for ex in EXAMPLES]
     losses = phase2_losses(m, batch, JointConfig(relaxation="gumbel", tau=0.5))
-    assert set(losses) == {"loss", "lm", "eq", "parser"}
+    assert set(losses) == {"loss", "lm", "eq", "mwp2eq"}
     losses["eq"].backward(retain_graph=True)  # L_eq alone
     assert m.generator.model.layers[1].mlp.up_proj.weight.grad.abs().sum() > 0
     assert m.generator.get_input_embeddings().weight.grad.abs().sum() > 0
     assert all(p.grad is None for p in m.selector.parameters())  # frozen selector: no gradient
-    assert all(p.grad is None for p in m.parser.parameters())  # L_eq trains Theta, not Phi (default)
-    losses["parser"].backward()  # mwp2eq learns from the real pairs
-    assert all(p.grad is not None for p in m.parser.parameters())
+    assert all(p.grad is None for p in m.mwp2eq.parameters())  # L_eq trains Theta, not Phi (default)
+    losses["mwp2eq"].backward()  # mwp2eq learns from the real pairs
+    assert all(p.grad is not None for p in m.mwp2eq.parameters())
     assert all(p.grad is None for p in m.selector.parameters())
 
 
@@ -88,14 +89,14 @@ def test_joint_steps_reduce_the_loss(tiny_path):
     w = m.selector.proj.weight.detach().clone()
     p2 = [joint_step(2, m, EXAMPLES, opts, cfg) for _ in range(12)]
     assert torch.equal(m.selector.proj.weight, w)  # phase 2 leaves the selector alone
-    for key in ("loss", "lm", "eq", "parser"):
+    for key in ("loss", "lm", "eq", "mwp2eq"):
         assert _mean([r[key] for r in p2[-3:]]) < _mean([r[key] for r in p2[:3]]), key
     # Ablation switches run: softmax relaxation, no L_eq, given keywords without a selector.
     out = joint_step(2, m, EXAMPLES, opts, JointConfig(relaxation="softmax"))
     assert "eq" in out
     out = joint_step(2, m, EXAMPLES, opts, JointConfig(use_eq_loss=False))
     assert "eq" not in out and out["loss"] == pytest.approx(out["lm"])
-    no_sel = JointModels(m.generator, m.parser, m.tokenizer, selector=None)
+    no_sel = JointModels(m.generator, m.mwp2eq, m.tokenizer, selector=None)
     kw = JointConfig(context_source="keywords")
     for phase in (1, 2):
         out = joint_step(phase, no_sel, EXAMPLES, make_optimizers(no_sel), kw)

@@ -11,9 +11,10 @@ import torch
 
 from mwpgen.lm import prompts as lm_data
 from mwpgen.data.keywords import keyword_dropout
-from mwpgen.lm.decoding import generate_problems, parse_equations
-from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm.prompts import IGNORE_INDEX, encode_example, generator_example, parser_example
+from mwpgen.lm.decoding import generate_problems, predict_equations
+from mwpgen.lm.loading import load_model_and_tokenizer
+from tiny_model import tiny_model_dir
+from mwpgen.lm.prompts import IGNORE_INDEX, encode_example, generator_example, mwp2eq_example
 from mwpgen.lm.training import lm_loss, train_causal_lm
 
 RECORDS = [
@@ -25,7 +26,7 @@ RECORDS = [
 KEYWORDS = {"1": ["Joan", "seashells", "beach"], "2": ["Tom", "boxes", "candies", "store", "week"],
             "3": ["jar"], "4": ["dollars", "kids"]}
 GEN = [generator_example(r["equation"], KEYWORDS[r["id"]], r["text"]) for r in RECORDS]
-PARSE = [parser_example(r["text"], r["equation"]) for r in RECORDS]
+PARSE = [mwp2eq_example(r["text"], r["equation"]) for r in RECORDS]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def tiny_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(tiny_dir, tmp_path_factory):
-    """The tiny model overfitted on the 4 generator + 4 parser examples (shared by several tests)."""
+    """The tiny model overfitted on the 4 generator + 4 mwp2eq examples (shared by several tests)."""
     model, tok = load_model_and_tokenizer(str(tiny_dir), Path("unused"), pretrained=True)
     ckpt = tmp_path_factory.mktemp("ckpt") / "final"
     logs: list[dict] = []
@@ -73,7 +74,7 @@ def test_loss_counts_only_target_tokens():
     assert torch.allclose(lm_loss(changed, labels), manual)
 
 
-def test_truncation_keeps_prompt_equation_and_parser_target(tiny_dir):
+def test_truncation_keeps_prompt_equation_and_mwp2eq_target(tiny_dir):
     _, tok = load_model_and_tokenizer(str(tiny_dir), Path("unused"))
     n_prompt = len(lm_data.encode_prompt(tok, GEN[1].prompt))
     enc = encode_example(tok, GEN[1], max_length=n_prompt + 3)
@@ -106,7 +107,7 @@ def test_tiny_model_overfits_and_regenerates_targets(trained):
     assert [r["step"] for r in logs][:2] == [20, 40] and set(logs[0]) == {"step", "epoch", "loss", "tokens_per_s", "lr"}
     out = generate_problems(model, tok, [e.prompt for e in GEN], batch_size=4, max_new_tokens=24)
     assert sum(o == e.target for o, e in zip(out, GEN)) >= 3
-    eqs = parse_equations(model, tok, [r["text"] for r in RECORDS], max_new_tokens=12)
+    eqs = predict_equations(model, tok, [r["text"] for r in RECORDS], max_new_tokens=12)
     assert sum(p == r["equation"] for p, r in zip(eqs, RECORDS)) >= 3
 
 

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, phase1_losses
-from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm.prompts import encode_example, generator_example, parser_example
+from mwpgen.lm.loading import load_model_and_tokenizer
+from tiny_model import tiny_model_dir
+from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.selector import (ContextSelector, bernoulli_kl, context_slot, gated_context_embeddings,
                              sample_straight_through, selected_words, selector_batch, tokenize_words)
 
@@ -22,7 +23,7 @@ RECORDS = [("x = ( num1 - num2 )", "Joan found num1 sea-shells on the beach . Jo
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     corpus = [generator_example(e, [], p).prompt + " " + p for e, p in RECORDS]
-    corpus += [parser_example(p, e).prompt + " " + e for e, p in RECORDS]
+    corpus += [mwp2eq_example(p, e).prompt + " " + e for e, p in RECORDS]
     path = tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", corpus)
     return load_model_and_tokenizer(str(path), Path("unused"))
 
@@ -113,7 +114,7 @@ def test_straight_through_gives_psi_gradient_from_lm(tiny):
     model, tok = tiny
     torch.manual_seed(0)
     sel = ContextSelector.from_model(model)
-    models = JointModels(model, model, tok, sel)  # the parser is unused in phase 1
+    models = JointModels(model, model, tok, sel)  # the mwp2eq is unused in phase 1
     batch = [encode_joint(tok, JointExample(e, p)) for e, p in RECORDS]
     losses = phase1_losses(models, batch, JointConfig(use_context_loss=False))
     assert set(losses) >= {"loss", "lm", "kl"}

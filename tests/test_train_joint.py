@@ -7,12 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.ours.ablation import VARIANTS, model_name, variant_of, variant_params
+from mwpgen.ours.ablation import VARIANTS, check_variants, variant_of, variant_params
+from mwpgen.registry import ablation_model
 from mwpgen.config import OursTrainParams
 from mwpgen.lm.decoding import generate_texts
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels
-from mwpgen.lm.loading import load_model_and_tokenizer, tiny_model_dir
-from mwpgen.lm.prompts import generator_example, generator_prompt, parser_example
+from mwpgen.lm.loading import load_model_and_tokenizer
+from tiny_model import tiny_model_dir
+from mwpgen.lm.prompts import generator_example, generator_prompt, mwp2eq_example
 from mwpgen.ours.bundle import generate_with_context, load_bundle, save_bundle
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.ours.training import STATE_FILE, ResumeMismatch, Schedule, train_joint
@@ -32,20 +34,20 @@ SCHEDULE = Schedule(phase1_epochs=2, phase2_epochs=1, batch_size=2, lr=1e-2, see
 @pytest.fixture(scope="module")
 def tiny_path(tmp_path_factory):
     corpus = [generator_example(e, k, p).prompt + " " + p for e, p, k in RECORDS]
-    corpus += [parser_example(p, e).prompt + " " + e for e, p, _ in RECORDS]
+    corpus += [mwp2eq_example(p, e).prompt + " " + e for e, p, _ in RECORDS]
     return tiny_model_dir(tmp_path_factory.mktemp("tiny") / "m", corpus)
 
 
 def fresh_models(path, selector: bool = True) -> JointModels:
     gen, tok = load_model_and_tokenizer(str(path), Path("unused"))
-    parser, _ = load_model_and_tokenizer(str(path), Path("unused"), seed=1)
+    mwp2eq, _ = load_model_and_tokenizer(str(path), Path("unused"), seed=1)
     torch.manual_seed(3)  # the selector's w, b initialisation
-    return JointModels(gen, parser, tok, ContextSelector.from_model(gen) if selector else None)
+    return JointModels(gen, mwp2eq, tok, ContextSelector.from_model(gen) if selector else None)
 
 
 def params_of(models: JointModels) -> dict[str, torch.Tensor]:
     out = {f"g.{k}": v.detach().clone() for k, v in models.generator.state_dict().items()}
-    out |= {f"p.{k}": v.detach().clone() for k, v in models.parser.state_dict().items()}
+    out |= {f"p.{k}": v.detach().clone() for k, v in models.mwp2eq.state_dict().items()}
     out |= {f"s.{k}": v.detach().clone() for k, v in models.selector.state_dict().items()}
     return out
 
@@ -147,13 +149,16 @@ def test_variants_switch_the_documented_settings():
     assert (v.context, v.relaxation, v.equation_loss) == ("noun", "softmax", True)
     v = variant_params(base, "no_both")
     assert (v.context, v.context_loss, v.equation_loss) == ("selector", False, False)
-    assert all(variant_of(model_name(name)) == name for name in VARIANTS)
-    assert variant_of("ours") == "full" and variant_of("gpt_pre") is None
+    check_variants()  # the registry and the switch table list the same variants
+    assert all(variant_of(ablation_model(name)) == name for name in VARIANTS)
+    assert variant_of("ours") == "full" and variant_of("gpt") is None
+    # GPT-pre trains the "keyword, noun+pronoun" objective: it answers that row unless `noun` itself was trained
+    assert variant_of("gpt_pre") == "noun" and variant_of("gpt_pre", trained=["noun"]) is None
     with pytest.raises(ValueError, match="unknown ablation variant"):
-        model_name("bogus")
+        ablation_model("bogus")
 
 
-def test_without_l_eq_no_parser_is_trained_and_with_it_one_is_required(tiny_path):
+def test_without_l_eq_no_mwp2eq_is_trained_and_with_it_one_is_required(tiny_path):
     gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
     models = JointModels(gen, None, tok, None)
     result = train_joint(models, EXAMPLES, JointConfig(context_source="keywords", use_eq_loss=False),

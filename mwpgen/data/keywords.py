@@ -16,7 +16,7 @@ import math
 import random
 import re
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from spacy.lang.en.stop_words import STOP_WORDS
 
@@ -126,7 +126,10 @@ def noun_keywords(texts: Sequence[str], batch_size: int = 256) -> list[list[str]
     return out
 
 
-def keyword_dropout(keywords: Sequence[str], p: float = 0.3, *, rng: random.Random) -> list[str]:
+KEYWORD_DROPOUT = 0.3  # supplementary "Training Details": drop each keyword w.p. 0.3, then permute
+
+
+def keyword_dropout(keywords: Sequence[str], p: float = KEYWORD_DROPOUT, *, rng: random.Random) -> list[str]:
     """Training-time augmentation (supplementary "Training Details"): drop each keyword independently with
     probability `p`, then shuffle the survivors, so models do not rely on the number or order of keywords.
     May return an empty list. `rng` is required so that runs are reproducible from a seed."""
@@ -135,3 +138,13 @@ def keyword_dropout(keywords: Sequence[str], p: float = 0.3, *, rng: random.Rand
     kept = [kw for kw in keywords if rng.random() >= p]
     rng.shuffle(kept)
     return kept
+
+
+def keywords_per_epoch(records: Sequence[dict], keywords: dict[str, Sequence[str]], p: float = KEYWORD_DROPOUT,
+                       seed: int = 0) -> Callable[..., list[list[str]]]:
+    """`epoch key -> each record's keywords after keyword_dropout`, fresh per epoch and reproducible from
+    (seed, key), so a resumed run rebuilds any epoch. The key is the epoch, or (phase, epoch) for ours."""
+    def for_epoch(*key) -> list[list[str]]:
+        rng = random.Random(":".join(map(str, (seed, *key))))
+        return [keyword_dropout(keywords.get(r["id"], ()), p, rng=rng) for r in records]
+    return for_epoch

@@ -37,6 +37,8 @@ import time
 import unicodedata
 from typing import Any, Sequence
 
+from mwpgen.data.masking import split_text
+
 MAX_HYPOTHESIS_CHARS = 2000
 DEFAULT_METEOR_TIMEOUT_S = 600.0
 _SENTINEL = "alignment sentinel"
@@ -321,6 +323,8 @@ def evaluate_generations(hypotheses: Sequence[str], references: Sequence[str], *
         t = time.perf_counter()
         out["novelty"], mask = novelty(hypotheses, training_texts)
         out["n_novel"] = sum(mask)
+        if per_item:
+            out["novel_per_item"] = mask
         if predicted_equations is not None and reference_equations is not None:
             out["acc_eq_novel"] = acc_eq_subset(predicted_equations, reference_equations, mask)
         timings["novelty"] = time.perf_counter() - t
@@ -329,3 +333,22 @@ def evaluate_generations(hypotheses: Sequence[str], references: Sequence[str], *
     timings["dist_n"] = time.perf_counter() - t
     timings["total"] = time.perf_counter() - t0
     return out
+
+
+def score_generations(rows: Sequence[dict], parsed: Sequence[str], training_texts: Sequence[str],
+                      scorer: TextScorer) -> tuple[dict[str, Any], list[dict]]:
+    """Score a generations table (rows with id, equation, reference, generated) as the `evaluate` stage does:
+    the generated text in the processed texts' tokenisation against the reference, ACC-eq from the evaluator's
+    `parsed` equations, novelty against `training_texts`. Returns (scores, one prediction record per row)."""
+    generated = [r["generated"] for r in rows]
+    tokenised = [" ".join(split_text(g)) for g in generated]
+    scores = evaluate_generations(tokenised, [r["reference"] for r in rows], training_texts=training_texts,
+                                  predicted_equations=parsed, reference_equations=[r["equation"] for r in rows],
+                                  per_item=True, scorer=scorer)
+    items = {k: scores.pop(f"{k}_per_item") for k in ("bleu4", "meteor", "rouge_l", "novel")}
+    predictions = [{"id": r["id"], "equation": r["equation"], "generated": r["generated"], "parsed": p,
+                    "acc_eq": equation_symbols(p) == equation_symbols(r["equation"]), "novel": n,
+                    "bleu4": b, "meteor": m, "rouge_l": rl}
+                   for r, p, n, b, m, rl in zip(rows, parsed, items["novel"], items["bleu4"], items["meteor"],
+                                                items["rouge_l"], strict=True)]
+    return scores, predictions

@@ -14,13 +14,12 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from mwpgen import registry
 from mwpgen.evaluation import paper
 
-TABLE2_MODELS = ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf", "gpt", "gpt_pre", "ours")  # the paper's order
-DISPLAY = {"gpt": "GPT", "gpt_pre": "GPT-pre", "ours": "ours", "seq2seq_rnn": "seq2seq-rnn",
-           "seq2seq_rnn_glove": "seq2seq-rnn + GloVe", "seq2seq_tf": "seq2seq-tf"}
-PAPER_KEY = {"gpt": "gpt", "gpt_pre": "gpt-pre", "ours": "ours", "seq2seq_rnn": "seq2seq-rnn",
-             "seq2seq_rnn_glove": "seq2seq-rnn+glove", "seq2seq_tf": "seq2seq-tf"}
+TABLE2_MODELS = registry.names(table2=True)  # the paper's row order
+DISPLAY = {m.name: m.display for m in registry.MODELS.values()}
+PAPER_KEY = {m.name: m.paper_key for m in registry.MODELS.values() if m.paper_key}
 METRIC_NAMES = {"bleu4": "BLEU-4", "meteor": "METEOR", "rouge_l": "ROUGE-L", "acc_eq": "ACC-eq",
                 "novelty": "% novel", "acc_eq_novel": "ACC-eq (novel)", "dist3": "Dist-3"}
 

@@ -1,5 +1,5 @@
 """Batched decoding with the KV cache: MWPs from the generator p_Theta(M | E, c) and equations from
-the mwp2eq parser p_Phi(E | M) (the latter for the ACC-eq metric).
+mwp2eq p_Phi(E | M) (the latter for the ACC-eq metric).
 
 Prompts are encoded exactly as in training (lm_data.encode_prompt), sorted by length so each batch
 carries little padding, left-padded (so every row's next token sits in the last column and
@@ -12,7 +12,7 @@ from typing import Literal, Sequence
 
 import torch
 
-from mwpgen.lm.prompts import encode_prompt, parser_prompt
+from mwpgen.lm.prompts import encode_prompt, mwp2eq_prompt
 
 Decoding = Literal["greedy", "beam", "top_p"]
 
@@ -100,8 +100,8 @@ def generate_problems(
                           max_new_tokens=max_new_tokens, seed=seed, device=device)
 
 
-def parse_equations(
-    parser_model,
+def predict_equations(
+    mwp2eq_model,
     tokenizer,
     problems: Sequence[str],
     *,
@@ -111,7 +111,7 @@ def parse_equations(
 ) -> list[str]:
     """Greedy mwp2eq output (space-separated equation symbols, whitespace-normalised) per problem:
     compared with the input equation for ACC-eq."""
-    texts = generate_texts(parser_model, tokenizer, [parser_prompt(p) for p in problems],
+    texts = generate_texts(mwp2eq_model, tokenizer, [mwp2eq_prompt(p) for p in problems],
                            batch_size=batch_size, decoding="greedy", max_new_tokens=max_new_tokens,
                            device=device)
     return [" ".join(t.split()) for t in texts]

@@ -1,4 +1,4 @@
-"""Loading causal LMs offline: the generator p_Theta (Eq. 2-3) and the mwp2eq parser p_Phi (Eq. 4).
+"""Loading causal LMs offline: the generator p_Theta (Eq. 2-3) and mwp2eq p_Phi (Eq. 4).
 
 The model is a parameter. `spec` is any Hugging Face causal-LM id (resolved from the local HF cache;
 set HF_HUB_OFFLINE=1, there is no network) or local directory -- e.g. GPT-2 large for the paper's
@@ -14,12 +14,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
-from typing import Iterable
 
 import torch
+
+from mwpgen.io import atomic_directory
 
 DEFAULT_MODEL = "smollm2-135m"
 # Outside the repository so git/DVC never see ~540 MB of weights; override with MWPGEN_MODEL_CACHE.
@@ -44,31 +43,14 @@ def find_smollm2_gguf() -> Path:
 
 
 def atomic_save_pretrained(model, tokenizer, out_dir: Path, extra_files: dict[str, str] | None = None) -> Path:
-    """save_pretrained(safetensors) into a temp dir beside out_dir, then rename it into place.
-
-    A killed process leaves only a `.tmp-*` sibling, never a half-written out_dir.
-    """
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the final folder should be an ordinary one
-    try:
+    """save_pretrained(safetensors) all at once: a killed process never leaves a half-written out_dir."""
+    with atomic_directory(out_dir) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
-        old = None
-        if out_dir.exists():  # rename() cannot replace a non-empty dir: move the old one aside first
-            old = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
-            os.replace(out_dir, old / "d")
-        os.replace(tmp, out_dir)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+    return Path(out_dir)
 
 
 def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
@@ -133,28 +115,8 @@ def load_model_and_tokenizer(
     return model.to(device), tokenizer
 
 
-def tiny_model_dir(path: Path, corpus: Iterable[str], *, seed: int = 1234, layers: int = 2, hidden: int = 32) -> Path:
-    """Build a tiny random Llama-style causal LM with a word-level tokenizer covering `corpus`.
-
-    For fast offline tests: no download, no 135M model. Words are split like
-    tokenizers' `Whitespace` pre-tokenizer (runs of word chars, runs of punctuation).
-    """
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<eos>", "<unk>"]
-    pre = pre_tokenizers.Whitespace()
-    words = sorted({w for text in corpus for w, _ in pre.pre_tokenize_str(text)} - set(specials))
-    vocab = {w: i for i, w in enumerate(specials + words)}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    config = LlamaConfig(
-        vocab_size=len(vocab), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=True,
-        pad_token_id=vocab["<pad>"], eos_token_id=vocab["<eos>"], bos_token_id=None,
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
-    return atomic_save_pretrained(model, tok, Path(path))
+def load_trained(path: Path, device: str | torch.device = "cpu"):
+    """(model, tokenizer) of a model a train stage saved; a missing one names the stage to run."""
+    if not (Path(path) / "config.json").exists():
+        raise FileNotFoundError(f"no trained model at {path}; run its train stage first (dvc repro)")
+    return load_model_and_tokenizer(str(path), DEFAULT_MODEL_CACHE, pretrained=True, device=device)

@@ -5,7 +5,7 @@ loss (labels != -100) on target and EOS tokens only:
 
   generator p_Theta(M | E, c)  (paper Eq. 2-3, the "GPT" / "GPT-pre" baselines):
       equation: x = ( num1 - num2 ) context: candies jar problem: <problem text><EOS>
-  parser    p_Phi(E | M)       (mwp2eq, Eq. 4, used for ACC-eq):
+  mwp2eq    p_Phi(E | M)       (mwp2eq, Eq. 4, used for ACC-eq):
       problem: <problem text> equation: x = ( num1 - num2 )<EOS>
 
 Prompt and target are tokenised separately (prompt with the tokenizer's own special tokens, e.g. a
@@ -15,18 +15,16 @@ training and generation see the same token boundary.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import torch
 
-from mwpgen.data.keywords import keyword_dropout
+from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
 
 GENERATOR_TEMPLATE = "equation: {equation} context: {context} problem:"
-PARSER_PREFIX, PARSER_SUFFIX = "problem: ", " equation:"
-PARSER_TEMPLATE = PARSER_PREFIX + "{problem}" + PARSER_SUFFIX
-KEYWORD_DROPOUT = 0.3  # supplementary "Training Details": drop each keyword w.p. 0.3, then permute
+MWP2EQ_PREFIX, MWP2EQ_SUFFIX = "problem: ", " equation:"
+MWP2EQ_TEMPLATE = MWP2EQ_PREFIX + "{problem}" + MWP2EQ_SUFFIX
 IGNORE_INDEX = -100  # torch cross_entropy's ignore_index: no loss on prompt or padding
 
 
@@ -34,23 +32,23 @@ IGNORE_INDEX = -100  # torch cross_entropy's ignore_index: no loss on prompt or 
 class LMExample:
     prompt: str
     target: str
-    kind: str = "generator"  # "generator" | "parser": decides what truncation may cut
+    kind: str = "generator"  # "generator" | "mwp2eq": decides what truncation may cut
 
 
 def generator_prompt(equation: str, keywords: Sequence[str]) -> str:
     return GENERATOR_TEMPLATE.format(equation=equation, context=" ".join(keywords))
 
 
-def parser_prompt(problem: str) -> str:
-    return PARSER_TEMPLATE.format(problem=problem)
+def mwp2eq_prompt(problem: str) -> str:
+    return MWP2EQ_TEMPLATE.format(problem=problem)
 
 
 def generator_example(equation: str, keywords: Sequence[str], problem: str) -> LMExample:
     return LMExample(generator_prompt(equation, keywords), problem)
 
 
-def parser_example(problem: str, equation: str) -> LMExample:
-    return LMExample(parser_prompt(problem), equation, kind="parser")
+def mwp2eq_example(problem: str, equation: str) -> LMExample:
+    return LMExample(mwp2eq_prompt(problem), equation, kind="mwp2eq")
 
 
 def generator_epochs(
@@ -64,18 +62,16 @@ def generator_epochs(
     so a resumed run can rebuild any epoch. `records` are processed records (id, text, equation);
     `keywords[id]` are that problem's context keywords."""
 
+    keywords_of = keywords_per_epoch(records, keywords, p, seed)
+
     def for_epoch(epoch: int) -> list[LMExample]:
-        rng = random.Random(f"{seed}:{epoch}")
-        return [
-            generator_example(r["equation"], keyword_dropout(keywords.get(r["id"], ()), p, rng=rng), r["text"])
-            for r in records
-        ]
+        return [generator_example(r["equation"], kws, r["text"]) for r, kws in zip(records, keywords_of(epoch))]
 
     return for_epoch
 
 
-def parser_examples(records: Sequence[Mapping[str, str]]) -> list[LMExample]:
-    return [parser_example(r["text"], r["equation"]) for r in records]
+def mwp2eq_examples(records: Sequence[Mapping[str, str]]) -> list[LMExample]:
+    return [mwp2eq_example(r["text"], r["equation"]) for r in records]
 
 
 def encode_prompt(tokenizer, prompt: str) -> list[int]:
@@ -92,15 +88,15 @@ def encode_example(tokenizer, example: LMExample, max_length: int) -> dict[str, 
 
     Over max_length: a generator example keeps its whole prompt (the equation is never cut) and
     loses the tail of the problem (and then its EOS: a cut problem must not learn to end there);
-    a parser example keeps its whole target equation and loses the tail of the problem in the prompt.
+    an mwp2eq example keeps its whole target equation and loses the tail of the problem in the prompt.
     """
     prompt, target = encode_prompt(tokenizer, example.prompt), _encode_target(tokenizer, example.target)
     target = target + [tokenizer.eos_token_id]
-    if example.kind == "parser":  # drop trailing problem words (re-encoding, so boundaries match generation)
-        words = example.prompt[len(PARSER_PREFIX) : -len(PARSER_SUFFIX)].split()
+    if example.kind == "mwp2eq":  # drop trailing problem words (re-encoding, so boundaries match generation)
+        words = example.prompt[len(MWP2EQ_PREFIX) : -len(MWP2EQ_SUFFIX)].split()
         while len(prompt) + len(target) > max_length and words:
             words = words[: -max(1, (len(prompt) + len(target) - max_length) // 2)]
-            prompt = encode_prompt(tokenizer, parser_prompt(" ".join(words)))
+            prompt = encode_prompt(tokenizer, mwp2eq_prompt(" ".join(words)))
     elif len(prompt) + len(target) > max_length:
         target = target[: max(0, max_length - len(prompt))]
     if not target or len(prompt) + len(target) > max_length:

@@ -1,6 +1,6 @@
 """Fine-tuning a causal LM on prompt -> target examples (nanoGPT-style loop, kept readable).
 
-Trains the generator with L_LM (paper Eq. 3) or the mwp2eq parser with its NLL (Eq. 4); which one
+Trains the generator with L_LM (paper Eq. 3) or mwp2eq with its NLL (Eq. 4); which one
 depends only on the examples (see lm_data). Paper setting (supplementary Table "Model
 configurations"): Adam, lr 5e-5, batch 8, 20 epochs for the GPT baselines.
 """
@@ -8,9 +8,7 @@ configurations"): Adam, lr 5e-5, batch 8, 20 epochs for the GPT baselines.
 from __future__ import annotations
 
 import math
-import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,6 +17,7 @@ import torch.nn.functional as F
 
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
+from mwpgen.runtime import autocast_dtype, needs_grad_scaler
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
 
@@ -30,37 +29,6 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     shift_labels = labels[:, 1:]
     return F.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1),
                            ignore_index=IGNORE_INDEX)
-
-
-@dataclass
-class TrainState:
-    """Everything a resumed run needs (resuming itself is not implemented yet)."""
-
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    scaler: torch.amp.GradScaler | None
-    step: int = 0  # optimizer steps taken
-    epoch: int = 0
-    losses: list[float] = field(default_factory=list)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-            "step": self.step, "epoch": self.epoch, "losses": list(self.losses),
-            "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-        }
-
-
-def _autocast(device: torch.device, mixed_precision: bool) -> tuple[torch.dtype | None, bool]:
-    """(autocast dtype, needs GradScaler). CPU always trains in fp32: bf16 autocast there is slow."""
-    if not mixed_precision or device.type != "cuda":
-        return None, False
-    if torch.cuda.is_bf16_supported():
-        return torch.bfloat16, False
-    return torch.float16, True  # fp16 gradients underflow without loss scaling
 
 
 def _batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
@@ -86,9 +54,6 @@ def train_causal_lm(
     on_log: Callable[[dict], None] | None = None,
     max_steps: int | None = None,
     grad_accum: int = 1,
-    warmup_steps: int = 0,
-    linear_decay: bool = False,
-    weight_decay: float = 0.0,
     max_grad_norm: float = 1.0,
 ) -> dict[str, Any]:
     """Fine-tune `model` on `examples` (a list, or `epoch -> list` for fresh keyword dropout per
@@ -99,33 +64,25 @@ def train_causal_lm(
     torch.manual_seed(seed)
     model.to(device).train()
     # AdamW with weight_decay=0 is Adam, the paper's optimizer.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    amp_dtype, needs_scaler = _autocast(device, mixed_precision)
-    scaler = torch.amp.GradScaler("cuda") if needs_scaler else None
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    amp_dtype = autocast_dtype(device, mixed_precision)
+    scaler = torch.amp.GradScaler("cuda") if needs_grad_scaler(amp_dtype) else None
 
     get_examples = examples if callable(examples) else (lambda _epoch: examples)
     n_examples = len(get_examples(0))
     steps_per_epoch = math.ceil(math.ceil(n_examples / batch_size) / grad_accum)
     total_steps = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
 
-    def lr_factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / warmup_steps
-        if linear_decay:
-            return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-        return 1.0
-
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
-    state = TrainState(model, optimizer, scheduler, scaler)
+    step, epoch, losses = 0, 0, []
     log: list[dict] = []
     t_start = t_window = time.perf_counter()
     window_loss, window_micro, window_tokens, total_tokens = 0.0, 0, 0, 0
 
-    while state.epoch < epochs and state.step < total_steps:
-        encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(state.epoch)]
-        micro_batches = _batches(len(encoded), batch_size, seed, state.epoch)
+    while epoch < epochs and step < total_steps:
+        encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
+        micro_batches = _batches(len(encoded), batch_size, seed, epoch)
         for start in range(0, len(micro_batches), grad_accum):
-            if state.step >= total_steps:
+            if step >= total_steps:
                 break
             group = micro_batches[start : start + grad_accum]
             step_loss = 0.0
@@ -151,25 +108,24 @@ def train_causal_lm(
             else:
                 optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            scheduler.step()
-            state.step += 1
-            state.losses.append(step_loss)
+            step += 1
+            losses.append(step_loss)
 
-            if state.step % log_every == 0 or state.step == total_steps:
+            if step % log_every == 0 or step == total_steps:
                 elapsed = time.perf_counter() - t_window
-                record = {"step": state.step, "epoch": state.epoch, "loss": window_loss / max(1, window_micro),
-                          "tokens_per_s": window_tokens / max(elapsed, 1e-9), "lr": scheduler.get_last_lr()[0]}
+                record = {"step": step, "epoch": epoch, "loss": window_loss / max(1, window_micro),
+                          "tokens_per_s": window_tokens / max(elapsed, 1e-9), "lr": lr}
                 log.append(record)
-                print(f"step {state.step}/{total_steps} ep {state.epoch} loss {record['loss']:.4f} "
+                print(f"step {step}/{total_steps} ep {epoch} loss {record['loss']:.4f} "
                       f"tok/s {record['tokens_per_s']:.0f} lr {record['lr']:.2e}", flush=True)
                 if on_log is not None:
                     on_log(record)
                 t_window, window_loss, window_micro, window_tokens = time.perf_counter(), 0.0, 0, 0
-        state.epoch += 1
+        epoch += 1
 
     model.eval()
     wall = time.perf_counter() - t_start
     if checkpoint_dir is not None:
         atomic_save_pretrained(model, tokenizer, Path(checkpoint_dir))
-    return {"losses": state.losses, "log": log, "steps": state.step, "tokens": total_tokens,
+    return {"losses": losses, "log": log, "steps": step, "tokens": total_tokens,
             "wall_time_s": wall, "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None}

@@ -13,9 +13,10 @@ so comparing it with the GPT-pre row checks that the two code paths agree.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-from mwpgen.config import ABLATION_VARIANTS, OursTrainParams
+from mwpgen.config import OursTrainParams
+from mwpgen.registry import ABLATION_VARIANTS, ablation_model
 
 # variant -> (overrides of train.ours, Table 4 row labels it answers (paper_results.TABLE4 keys))
 VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
@@ -30,24 +31,26 @@ VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "no_both": ({"context": "selector", "context_loss": False, "equation_loss": False}, ("full model w/o both",)),
     "full": ({}, ("full model",)),
 }
-assert tuple(VARIANTS) == ABLATION_VARIANTS, "config.ABLATION_VARIANTS and ablation.VARIANTS disagree"
 
 TABLE4_ROWS = ("L_eq (softmax)", "L_eq (Gumbel-softmax)", "keyword, TF-IDF", "keyword, noun+pronoun",
                "context selection", "full model w/o L_c", "full model w/o L_eq", "full model w/o both", "full model")
 
 
-def model_name(variant: str) -> str:
-    """Directory / MLflow name of an ablation run: "ours-<variant>". The default pipeline's "ours" (the full
-    model under params.yaml's train.ours) also answers Table 4's "full model" row."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown ablation variant {variant!r}; known: {', '.join(VARIANTS)}")
-    return f"ours-{variant}"
+def check_variants() -> None:
+    """The registry's variant names and the switches defined here must be the same list (a unit test calls this:
+    a module-level assert would vanish under `python -O`)."""
+    if tuple(VARIANTS) != ABLATION_VARIANTS:
+        raise AssertionError(f"registry.ABLATION_VARIANTS {ABLATION_VARIANTS} != ablation.VARIANTS {tuple(VARIANTS)}")
 
 
-def variant_of(model: str) -> str | None:
-    """Inverse of model_name; None for models that are not "ours" variants."""
+def variant_of(model: str, trained: Sequence[str] = ()) -> str | None:
+    """The Table 4 variant a model's scores answer; None for models outside Table 4. The default "ours" is the
+    full model. GPT-pre trains exactly the "keyword, noun+pronoun" objective (L_LM with noun keywords), so it
+    answers that row unless the `noun` variant itself was trained (listed in `trained`)."""
     if model == "ours":
         return "full"
+    if model == "gpt_pre":
+        return None if "noun" in trained else "noun"
     if model.startswith("ours-") and model[5:] in VARIANTS:
         return model[5:]
     return None

@@ -7,13 +7,13 @@ pre-softmax activations f_{Theta,t} become a soft one-hot vector
     m'_t = softmax(f_{Theta,t} / tau)                                                     ("softmax")
 
 (the latter is the ablation's deterministic relaxation). Soft vectors times the mwp2eq model's input
-embedding matrix are its input embeddings for the problem part of the parser prompt
+embedding matrix are its input embeddings for the problem part of the mwp2eq prompt
 "problem: <M'> equation:", and mwp2eq's NLL of the input equation E (Eq. 4) is back-propagated
 through the relaxation into Theta.
 
 Reading: f_{Theta,t} are the TEACHER-FORCED logits (position t conditioned on the real m_<t), i.e.
 the same generator forward pass that gives L_LM, not a free-running sampled sequence: one generator
-pass instead of T sequential ones. The relaxation requires generator and parser to share one
+pass instead of T sequential ones. The relaxation requires generator and mwp2eq to share one
 vocabulary (`check_shared_vocabulary`).
 """
 
@@ -25,7 +25,7 @@ from typing import Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from mwpgen.lm.prompts import IGNORE_INDEX, PARSER_PREFIX, PARSER_SUFFIX, encode_prompt
+from mwpgen.lm.prompts import IGNORE_INDEX, MWP2EQ_PREFIX, MWP2EQ_SUFFIX, encode_prompt
 
 RELAXATIONS = ("gumbel", "softmax")
 
@@ -57,10 +57,10 @@ def _vocab_by_id(tokenizer) -> list[str | None]:
     return out
 
 
-def check_shared_vocabulary(gen_tokenizer, parser_tokenizer, gen_model=None, parser_model=None) -> None:
+def check_shared_vocabulary(gen_tokenizer, mwp2eq_tokenizer, gen_model=None, mwp2eq_model=None) -> None:
     """Raise ValueError unless generator and mwp2eq share one vocabulary (token <-> id) and, when the
-    models are given, the generator's output size equals the parser's input-embedding rows."""
-    g, p = _vocab_by_id(gen_tokenizer), _vocab_by_id(parser_tokenizer)
+    models are given, the generator's output size equals the mwp2eq's input-embedding rows."""
+    g, p = _vocab_by_id(gen_tokenizer), _vocab_by_id(mwp2eq_tokenizer)
     if g != p:
         at = lambda xs, k: xs[k] if k < len(xs) else None  # noqa: E731
         i = next(k for k in range(max(len(g), len(p))) if at(g, k) != at(p, k))
@@ -68,10 +68,10 @@ def check_shared_vocabulary(gen_tokenizer, parser_tokenizer, gen_model=None, par
         raise ValueError(
             "generator and mwp2eq tokenizers must share one vocabulary for the Gumbel-softmax relaxation "
             f"(Eq. 4): generator vocabulary size {len(gen_tokenizer.get_vocab())}, mwp2eq vocabulary size "
-            f"{len(parser_tokenizer.get_vocab())}; first differing token at id {i}: generator {gt!r} vs mwp2eq {pt!r}")
-    if gen_model is not None and parser_model is not None:
+            f"{len(mwp2eq_tokenizer.get_vocab())}; first differing token at id {i}: generator {gt!r} vs mwp2eq {pt!r}")
+    if gen_model is not None and mwp2eq_model is not None:
         n_out = gen_model.get_output_embeddings().weight.shape[0]
-        n_in = parser_model.get_input_embeddings().weight.shape[0]
+        n_in = mwp2eq_model.get_input_embeddings().weight.shape[0]
         if n_out != n_in:
             raise ValueError(f"generator output vocabulary size {n_out} != mwp2eq input embedding vocabulary "
                              f"size {n_in}: the soft tokens m'_t cannot be embedded by mwp2eq")
@@ -91,22 +91,22 @@ def frozen(module: torch.nn.Module) -> Iterator[None]:
             p.requires_grad_(flag)
 
 
-def parser_pieces(tokenizer, equation: str) -> tuple[list[int], list[int], list[int]]:
-    """Token ids around the problem in lm_data's parser example "problem: <M> equation: <E><EOS>":
+def mwp2eq_pieces(tokenizer, equation: str) -> tuple[list[int], list[int], list[int]]:
+    """Token ids around the problem in lm_data's mwp2eq example "problem: <M> equation: <E><EOS>":
     (prefix with special tokens, suffix " equation:", target " E" + EOS)."""
-    prefix = encode_prompt(tokenizer, PARSER_PREFIX.rstrip())
-    suffix = list(tokenizer(PARSER_SUFFIX, add_special_tokens=False)["input_ids"])
+    prefix = encode_prompt(tokenizer, MWP2EQ_PREFIX.rstrip())
+    suffix = list(tokenizer(MWP2EQ_SUFFIX, add_special_tokens=False)["input_ids"])
     target = list(tokenizer(" " + equation, add_special_tokens=False)["input_ids"]) + [tokenizer.eos_token_id]
     return prefix, suffix, target
 
 
-def soft_parser_nll(parser, soft_problems: Sequence[torch.Tensor], pieces: Sequence[tuple[list, list, list]],
+def soft_mwp2eq_nll(mwp2eq, soft_problems: Sequence[torch.Tensor], pieces: Sequence[tuple[list, list, list]],
                     autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, int]:
     """Sum over the batch of Eq. 4, -sum_t log p_Phi(e_t | M', e_<t), and the number of equation tokens.
 
-    soft_problems[i]: [T_i, V] soft one-hot problem tokens; pieces[i]: `parser_pieces` of example i.
+    soft_problems[i]: [T_i, V] soft one-hot problem tokens; pieces[i]: `mwp2eq_pieces` of example i.
     Rows are built per example (prefix | M' E_Phi | suffix | E + EOS) and right-padded."""
-    emb = parser.get_input_embeddings()
+    emb = mwp2eq.get_input_embeddings()
     device = emb.weight.device
     rows, label_rows = [], []
     for soft, (prefix, suffix, target) in zip(soft_problems, pieces):
@@ -122,21 +122,21 @@ def soft_parser_nll(parser, soft_problems: Sequence[torch.Tensor], pieces: Seque
     for i, (r, lab) in enumerate(zip(rows, label_rows)):
         embeds[i, : r.shape[0]], labels[i, : r.shape[0]], mask[i, : r.shape[0]] = r, lab, 1
     with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-        logits = parser(inputs_embeds=embeds, attention_mask=mask).logits
+        logits = mwp2eq(inputs_embeds=embeds, attention_mask=mask).logits
     shift_logits, shift_labels = logits[:, :-1].float(), labels[:, 1:]
     nll = F.cross_entropy(shift_logits.reshape(-1, shift_logits.shape[-1]), shift_labels.reshape(-1),
                           ignore_index=IGNORE_INDEX, reduction="sum")
     return nll, int((shift_labels != IGNORE_INDEX).sum())
 
 
-def equation_consistency_loss(parser, tokenizer, problem_logits: Sequence[torch.Tensor], equations: Sequence[str], *,
-                              tau: float = 1.0, relaxation: str = "gumbel", train_parser: bool = False,
+def equation_consistency_loss(mwp2eq, tokenizer, problem_logits: Sequence[torch.Tensor], equations: Sequence[str], *,
+                              tau: float = 1.0, relaxation: str = "gumbel", train_mwp2eq: bool = False,
                               generator: torch.Generator | None = None,
                               autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, int]:
     """L_eq (Eq. 4) summed over the batch, and its token count. problem_logits[i]: [T_i, V] generator
     logits that predict problem i's tokens; equations[i]: its input equation E. With
-    train_parser=False mwp2eq's parameters get no gradient from L_eq (only Theta does)."""
+    train_mwp2eq=False mwp2eq's parameters get no gradient from L_eq (only Theta does)."""
     soft = [relax(f, tau, relaxation, generator) for f in problem_logits]
-    pieces = [parser_pieces(tokenizer, e) for e in equations]
-    with contextlib.nullcontext() if train_parser else frozen(parser):
-        return soft_parser_nll(parser, soft, pieces, autocast_dtype)
+    pieces = [mwp2eq_pieces(tokenizer, e) for e in equations]
+    with contextlib.nullcontext() if train_mwp2eq else frozen(mwp2eq):
+        return soft_mwp2eq_nll(mwp2eq, soft, pieces, autocast_dtype)

@@ -169,13 +169,3 @@ def selected_words(tokens: WordTokens, q: Sequence[float] | torch.Tensor, thresh
     """Inference: the words whose head has q > threshold, in order of first appearance."""
     q = q.tolist() if isinstance(q, torch.Tensor) else list(q)
     return [tokens.words[tokens.word_of[start]] for start, _ in tokens.heads if q[start] > threshold]
-
-
-def select_keywords(selector: ContextSelector, tokenizer, texts: Sequence[str], threshold: float = 0.5,
-                    max_tokens: int | None = None) -> list[list[str]]:
-    """Deterministic keywords (q > threshold) for each text, e.g. the test-time contexts."""
-    items = [tokenize_words(tokenizer, t, max_tokens) for t in texts]
-    device = selector.embeddings.device
-    with torch.no_grad():
-        q = selector(**selector_batch(items, tokenizer.pad_token_id, device))
-    return [selected_words(it, q[i, : len(it.ids)]) for i, it in enumerate(items)]

@@ -8,7 +8,7 @@ Reading of the paper (Section 2.3 + supplementary "Training Details"):
   phase 2  selector FROZEN (it still supplies contexts, sampled c ~ Bernoulli(q), no gradient);
            generator trained with L_LM + alpha L_eq (Eq. 4, Gumbel-softmax relaxation); mwp2eq keeps
            learning its own NLL on the REAL (problem -> equation) pairs of the batch. By default
-           L_eq does not train Phi (`parser_on_generated=False`): a parser that also fits the
+           L_eq does not train Phi (`mwp2eq_on_generated=False`): a mwp2eq that also fits the
            generator's soft problems could learn to decode E from anything the generator emits,
            weakening the constraint; True gives the literal "mwp2eq optimised with Eq. 4" reading.
 
@@ -27,15 +27,16 @@ applies keyword dropout, as lm_data.generator_epochs does), i.e. the baselines' 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
-from mwpgen.ours.consistency import check_shared_vocabulary, equation_consistency_loss
-from mwpgen.lm.prompts import GENERATOR_TEMPLATE, IGNORE_INDEX, collate, encode_example, encode_prompt, parser_example
-from mwpgen.ours.selector import (ContextSelector, WordTokens, bernoulli_kl, context_slot, gated_context_embeddings,
-                       sample_straight_through, selector_batch, tokenize_words)
+from mwpgen.data.keywords import keywords_per_epoch
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, IGNORE_INDEX, collate, encode_example, encode_prompt, mwp2eq_example
 from mwpgen.lm.training import lm_loss
+from mwpgen.ours.consistency import check_shared_vocabulary, equation_consistency_loss
+from mwpgen.ours.selector import (ContextSelector, WordTokens, bernoulli_kl, context_slot, gated_context_embeddings,
+                                  sample_straight_through, selector_batch, tokenize_words)
 
 CONTEXT_SOURCES = ("selector", "keywords")
 
@@ -50,10 +51,10 @@ class JointConfig:
     use_eq_loss: bool = True
     use_context_loss: bool = True
     context_source: str = "selector"  # "selector" | "keywords"
-    parser_on_generated: bool = False  # also train mwp2eq with L_eq (see module docstring)
+    mwp2eq_on_generated: bool = False  # also train mwp2eq with L_eq (see module docstring)
     permute_context: bool = True  # shuffle the slot's words per example (supplementary: "permute the order")
     max_problem_tokens: int | None = 96
-    max_length: int = 128  # parser real examples (lm_data.encode_example)
+    max_length: int = 128  # mwp2eq real examples (lm_data.encode_example)
     max_grad_norm: float = 1.0
     autocast_dtype: torch.dtype | None = None  # e.g. torch.bfloat16 on CUDA
 
@@ -65,13 +66,13 @@ class JointConfig:
 @dataclass
 class JointModels:
     generator: torch.nn.Module
-    parser: torch.nn.Module | None  # None when L_eq is off: nothing would use it (Table 4's "w/o L_eq" rows)
-    tokenizer: object  # shared by generator and parser (check_shared_vocabulary)
+    mwp2eq: torch.nn.Module | None  # None when L_eq is off: nothing would use it (Table 4's "w/o L_eq" rows)
+    tokenizer: object  # shared by generator and mwp2eq (check_shared_vocabulary)
     selector: ContextSelector | None = None
 
-    def check(self, parser_tokenizer=None) -> None:
-        if self.parser is not None:
-            check_shared_vocabulary(self.tokenizer, parser_tokenizer or self.tokenizer, self.generator, self.parser)
+    def check(self, mwp2eq_tokenizer=None) -> None:
+        if self.mwp2eq is not None:
+            check_shared_vocabulary(self.tokenizer, mwp2eq_tokenizer or self.tokenizer, self.generator, self.mwp2eq)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,18 @@ class JointExample:
     equation: str
     problem: str
     keywords: tuple[str, ...] = ()
+
+
+def epoch_examples(records: Sequence[dict], keywords: dict[str, Sequence[str]] | None, p: float,
+                   seed: int) -> Callable[[int, int], list[JointExample]]:
+    """`(phase, epoch) -> examples`: heuristic keywords (Table 4's keyword rows) get fresh dropout + permutation
+    per epoch, as the baselines do; the selector needs none (it chooses from the problem itself)."""
+    keywords_of = keywords_per_epoch(records, keywords, p, seed) if keywords else None
+
+    def for_epoch(phase: int, epoch: int) -> list[JointExample]:
+        chosen = keywords_of(phase, epoch) if keywords_of else [()] * len(records)
+        return [JointExample(r["equation"], r["text"], tuple(k)) for r, k in zip(records, chosen)]
+    return for_epoch
 
 
 @dataclass
@@ -175,35 +188,35 @@ def phase2_losses(models: JointModels, batch: Sequence[Encoded], config: JointCo
         # logits[s - 1 + t] predicts problem token t (the EOS prediction is not part of M').
         f = [logits[i, s - 1 : s - 1 + len(b.problem.ids)] for i, (b, s) in enumerate(zip(batch, starts))]
         eq_sum, n_eq = equation_consistency_loss(
-            models.parser, models.tokenizer, f, [b.example.equation for b in batch], tau=config.tau,
-            relaxation=config.relaxation, train_parser=config.parser_on_generated,
+            models.mwp2eq, models.tokenizer, f, [b.example.equation for b in batch], tau=config.tau,
+            relaxation=config.relaxation, train_mwp2eq=config.mwp2eq_on_generated,
             autocast_dtype=config.autocast_dtype)
         loss = loss + config.alpha * eq_sum
         out["eq"] = eq_sum / max(n_eq, 1)
     out["loss"] = loss / n_tok
-    if models.parser is not None:
-        out["parser"] = parser_real_loss(models, batch, config)
+    if models.mwp2eq is not None:
+        out["mwp2eq"] = mwp2eq_real_loss(models, batch, config)
     return out
 
 
-def parser_real_loss(models: JointModels, batch: Sequence[Encoded], config: JointConfig) -> torch.Tensor:
+def mwp2eq_real_loss(models: JointModels, batch: Sequence[Encoded], config: JointConfig) -> torch.Tensor:
     """mwp2eq's own objective (Eq. 4 on REAL problems): per-token NLL of E given the batch's real M."""
-    real = [encode_example(models.tokenizer, parser_example(b.example.problem, b.example.equation), config.max_length)
+    real = [encode_example(models.tokenizer, mwp2eq_example(b.example.problem, b.example.equation), config.max_length)
             for b in batch]
-    dev = models.parser.get_input_embeddings().weight.device
+    dev = models.mwp2eq.get_input_embeddings().weight.device
     pb = {k: v.to(dev) for k, v in collate(real, models.tokenizer.pad_token_id).items()}
     with torch.autocast(dev.type, dtype=config.autocast_dtype, enabled=config.autocast_dtype is not None):
-        p_logits = models.parser(input_ids=pb["input_ids"], attention_mask=pb["attention_mask"]).logits
+        p_logits = models.mwp2eq(input_ids=pb["input_ids"], attention_mask=pb["attention_mask"]).logits
     return lm_loss(p_logits, pb["labels"])
 
 
 def make_optimizers(models: JointModels, lr: float = 5e-5, selector_lr: float | None = None,
-                    parser_lr: float | None = None) -> dict[str, torch.optim.Optimizer]:
+                    mwp2eq_lr: float | None = None) -> dict[str, torch.optim.Optimizer]:
     """Adam (AdamW, weight_decay 0) per model; the paper uses lr 5e-5 for "ours"."""
     opt = lambda m, r: torch.optim.AdamW(m.parameters(), lr=r, weight_decay=0.0)  # noqa: E731
     out = {"generator": opt(models.generator, lr)}
-    if models.parser is not None:
-        out["parser"] = opt(models.parser, parser_lr or lr)
+    if models.mwp2eq is not None:
+        out["mwp2eq"] = opt(models.mwp2eq, mwp2eq_lr or lr)
     if models.selector is not None:
         out["selector"] = opt(models.selector, selector_lr or lr)
     return out
@@ -231,29 +244,29 @@ def phase1_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
     return {k: float(v.detach()) for k, v in losses.items()}
 
 
-def parser_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
+def mwp2eq_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
                 config: JointConfig) -> dict[str, float]:
-    """mwp2eq alone on the real pairs (phase 1, when the parser learns beside the generator)."""
-    models.parser.train()
-    loss = parser_real_loss(models, batch, config)
+    """mwp2eq alone on the real pairs (phase 1, when the mwp2eq learns beside the generator)."""
+    models.mwp2eq.train()
+    loss = mwp2eq_real_loss(models, batch, config)
     loss.backward()
-    _update({"parser": models.parser}, optimizers, config.max_grad_norm)
-    return {"parser": float(loss.detach())}
+    _update({"mwp2eq": models.mwp2eq}, optimizers, config.max_grad_norm)
+    return {"mwp2eq": float(loss.detach())}
 
 
 def phase2_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
                 config: JointConfig) -> dict[str, float]:
     """One optimisation step of phase 2 (generator + mwp2eq, selector frozen). Returns the losses."""
-    if config.use_eq_loss and models.parser is None:
-        raise ValueError("phase 2 with L_eq needs the mwp2eq model (JointModels.parser is None)")
+    if config.use_eq_loss and models.mwp2eq is None:
+        raise ValueError("phase 2 with L_eq needs the mwp2eq model (JointModels.mwp2eq is None)")
     models.generator.train()
     trained = {"generator": models.generator}
     losses = phase2_losses(models, batch, config)
     total = losses["loss"]
-    if models.parser is not None:
-        models.parser.train()
-        total = total + losses["parser"]  # disjoint parameters: one backward for both
-        trained["parser"] = models.parser
+    if models.mwp2eq is not None:
+        models.mwp2eq.train()
+        total = total + losses["mwp2eq"]  # disjoint parameters: one backward for both
+        trained["mwp2eq"] = models.mwp2eq
     total.backward()
     _update(trained, optimizers, config.max_grad_norm)
     return {k: float(v.detach()) for k, v in losses.items()}

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, make_optimizers, parser_step, phase1_step, \
+from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, make_optimizers, mwp2eq_step, phase1_step, \
     phase2_step
 
 STATE_FILE = "state.pt"
@@ -42,7 +42,7 @@ class Schedule:
     batch_size: int = 8
     lr: float = 5e-5
     seed: int = 0
-    parser_in_phase1: bool = True  # mwp2eq learns its own objective beside phase 1 (see joint.py)
+    mwp2eq_in_phase1: bool = True  # mwp2eq learns its own objective beside phase 1 (see joint.py)
     save_every: int = 10
     log_every: int = 10
 
@@ -93,8 +93,8 @@ def _set_rng_state(state: dict) -> None:
 
 def _modules(models: JointModels) -> dict[str, torch.nn.Module]:
     out = {"generator": models.generator}
-    if models.parser is not None:
-        out["parser"] = models.parser
+    if models.mwp2eq is not None:
+        out["mwp2eq"] = models.mwp2eq
     if models.selector is not None:
         out["selector"] = models.selector
     return out
@@ -113,7 +113,7 @@ def save_state(path: Path, models: JointModels, optimizers: dict, schedulers: di
 
 
 def load_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict, fp: str) -> tuple[int, list]:
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = torch.load(path, map_location="cpu", weights_only=True)  # a state file can never run code
     if state.get("fingerprint") != fp:
         raise ResumeMismatch(
             f"{path} was written by a run with different settings or data; delete it to start over "
@@ -173,8 +173,8 @@ def train_joint(
             models.selector.requires_grad_(phase == 1)  # phase 2: the selector is frozen
         if phase == 1:
             losses = phase1_step(models, batch, optimizers, config)
-            if schedule.parser_in_phase1 and models.parser is not None:
-                losses |= parser_step(models, batch, optimizers, config)
+            if schedule.mwp2eq_in_phase1 and models.mwp2eq is not None:
+                losses |= mwp2eq_step(models, batch, optimizers, config)
         else:
             losses = phase2_step(models, batch, optimizers, config)
         for s in schedulers.values():
@@ -200,3 +200,22 @@ def train_joint(
         m.eval()
     return {"history": history, "steps": (s1, s2), "wall_time_s": time.perf_counter() - t0,
             "resumed_from": resumed_from}
+
+
+LOSS_KEYS = ("lm", "eq", "kl", "mwp2eq", "selected_frac")
+
+
+def phase_summary(history: Sequence[dict], phase: int, steps_per_epoch: int, window: int) -> dict:
+    """One phase of a run's history: mean step time, minutes per epoch (from the mean step time), and each loss
+    averaged over the last `window` steps (the training-log window). {} if the phase did not run."""
+    hs = [h for h in history if h["phase"] == phase]
+    if not hs:
+        return {}
+    step_s = sum(h["step_s"] for h in hs) / len(hs)
+    out = {"steps": len(hs), "step_s": step_s, "min_per_epoch": step_s * steps_per_epoch / 60}
+    tail = hs[-min(len(hs), window):]
+    for key in LOSS_KEYS:
+        vals = [h[key] for h in tail if key in h]
+        if vals:
+            out[key] = sum(vals) / len(vals)
+    return out

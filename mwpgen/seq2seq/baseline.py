@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 
+from mwpgen import registry
 from mwpgen.seq2seq.glove import GLOVE_DIM, GloveUnavailable, embedding_matrix, load_glove
 from mwpgen.io import DataFormatError, atomic_directory
 
@@ -34,8 +35,7 @@ from .decode import generate
 from .train import MODEL_PRESETS, TRAIN_PRESETS, build_model, load_checkpoint, train_seq2seq, training_epochs
 from .vocab import build_vocabs, source_tokens
 
-SEQ2SEQ_MODELS = ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")
-PRESET_OF = {"seq2seq_rnn": "seq2seq-rnn", "seq2seq_rnn_glove": "seq2seq-rnn", "seq2seq_tf": "seq2seq-transformer"}
+SEQ2SEQ_MODELS = registry.names("seq2seq")
 NOT_RUN_FILE = "NOT_RUN.json"
 
 
@@ -50,7 +50,7 @@ def baseline_setup(cfg, model: str, dataset: str, src_vocab_size: int, tgt_vocab
     `cfg` is a mwpgen.config.Seq2SeqTrainParams. Preset values are overridden only by the fields it names."""
     if model not in SEQ2SEQ_MODELS:
         raise ValueError(f"unknown seq2seq baseline {model!r}; expected one of {SEQ2SEQ_MODELS}")
-    preset = PRESET_OF[model]
+    preset = registry.spec(model).preset
     model_cfg = {**MODEL_PRESETS[preset], "src_vocab_size": src_vocab_size, "tgt_vocab_size": tgt_vocab_size}
     train_cfg = {**TRAIN_PRESETS[preset], "steps": training_steps(cfg, dataset)}
     if model_cfg["kind"] == "rnn":
@@ -63,7 +63,7 @@ def baseline_setup(cfg, model: str, dataset: str, src_vocab_size: int, tgt_vocab
             raise ValueError(f"tf_d_model {cfg.tf_d_model} is not divisible by tf_heads {cfg.tf_heads}")
         model_cfg.update(d_model=cfg.tf_d_model, heads=cfg.tf_heads, layers=cfg.tf_layers, ff=cfg.tf_ff)
         train_cfg.update(batch_size=cfg.tf_batch_tokens, warmup_steps=cfg.tf_warmup_steps)
-    return {"preset": preset, "glove": model == "seq2seq_rnn_glove", "model": model_cfg, "train": train_cfg}
+    return {"preset": preset, "glove": registry.spec(model).glove, "model": model_cfg, "train": train_cfg}
 
 
 def _glove_init(model: torch.nn.Module, src_vocab, tgt_vocab, *, dim: int, path: str, cache_dir, seed: int) -> dict:

@@ -1,4 +1,4 @@
-"""LSTM encoder-decoder ("seq2seq-rnn" and "seq2seq-attn-rnn" of the supplementary Table "Model configurations").
+"""LSTM encoder-decoder ("seq2seq-rnn" of the supplementary Table "Model configurations").
 
 The paper ran these in OpenNMT-py; this is a plain-PyTorch equivalent of OpenNMT's default RNN model:
 unidirectional LSTM encoder, LSTM decoder initialised with the encoder's final (h, c), Luong "general" global

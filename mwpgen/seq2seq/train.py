@@ -2,7 +2,7 @@
 
 Paper settings (supplementary Table "Model configurations"; the paper trained with OpenNMT-py, whose
 defaults fill in what the table leaves out):
-- seq2seq-rnn / seq2seq-attn-rnn: Adagrad lr 0.15 (initial accumulator 0.1, as OpenNMT's recipe that uses
+- seq2seq-rnn: Adagrad lr 0.15 (initial accumulator 0.1, as OpenNMT's recipe that uses
   Adagrad 0.15), batch 64 examples, gradient norm clipped at 5, loss summed over tokens and divided by the
   number of sentences (OpenNMT -normalization sents), dropout 0.3.
 - seq2seq-transformer: Adam (betas 0.9/0.998, eps 1e-9) with the Noam schedule, factor 2, warm-up 8000
@@ -28,7 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from mwpgen.io import DataFormatError, atomic_directory
-from mwpgen.data.keywords import keyword_dropout
+from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
 
 from .decode import pad_batch
 from .rnn import Seq2SeqRNN
@@ -38,15 +38,12 @@ from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocab, source_tokens, target_tokens
 Example = tuple[list[int], list[int]]  # (source ids, target ids), no <bos>/<eos>
 Examples = Sequence[Example] | Callable[[int], Sequence[Example]]
 
-KEYWORD_DROPOUT = 0.3
 CHECKPOINT_FORMAT = "mwpgen-seq2seq/1"
 
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # 2-layer LSTM with attention: the paper's "seq2seq-rnn" (see rnn.py on why attention is on).
     "seq2seq-rnn": {"kind": "rnn", "emb_dim": 300, "hidden": 512, "layers": 2, "attention": "general",
                     "dropout": 0.3},
-    "seq2seq-attn-rnn": {"kind": "rnn", "emb_dim": 300, "hidden": 512, "layers": 1, "attention": "general",
-                         "dropout": 0.3},
     "seq2seq-transformer": {"kind": "transformer", "d_model": 512, "heads": 8, "layers": 6, "ff": 2048,
                             "dropout": 0.1},
 }
@@ -54,7 +51,6 @@ _RNN_TRAIN = {"optimizer": "adagrad", "lr": 0.15, "adagrad_init": 0.1, "batch_si
               "max_grad_norm": 5.0, "label_smoothing": 0.0, "normalization": "sents"}
 TRAIN_PRESETS: dict[str, dict[str, Any]] = {
     "seq2seq-rnn": dict(_RNN_TRAIN),
-    "seq2seq-attn-rnn": dict(_RNN_TRAIN),
     "seq2seq-transformer": {"optimizer": "noam", "lr": 2.0, "warmup_steps": 8000, "batch_size": 4096,
                             "batch_type": "tokens", "max_grad_norm": 0.0, "label_smoothing": 0.1,
                             "normalization": "tokens"},
@@ -90,10 +86,11 @@ def training_epochs(records: Sequence[Mapping[str, str]], keywords: Mapping[str,
                     tgt_vocab: Vocab, *, p: float = KEYWORD_DROPOUT, seed: int = 0) -> Callable[[int], list[Example]]:
     """`epoch -> examples` with fresh keyword dropout per epoch, reproducible from (seed, epoch)."""
 
+    keywords_of = keywords_per_epoch(records, keywords, p, seed)
+
     def for_epoch(epoch: int) -> list[Example]:
-        rng = random.Random(f"{seed}:{epoch}")
-        return [encode_example(src_vocab, tgt_vocab, r["equation"],
-                               keyword_dropout(keywords.get(r["id"], ()), p, rng=rng), r["text"]) for r in records]
+        return [encode_example(src_vocab, tgt_vocab, r["equation"], kws, r["text"])
+                for r, kws in zip(records, keywords_of(epoch))]
 
     return for_epoch
 
@@ -170,9 +167,7 @@ def _optimizer(model: torch.nn.Module, name: str, lr: float, *, warmup_steps: in
         opt = torch.optim.Adam(params, lr=1.0, betas=(0.9, 0.998), eps=1e-9)
         d_model = model.config.get("d_model") or model.config.get("hidden")
         return opt, noam_scheduler(opt, d_model=d_model, warmup=warmup_steps, factor=lr)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.998), eps=1e-9), None
-    raise ValueError(f"optimizer must be 'adagrad', 'noam' or 'adam', got {name!r}")
+    raise ValueError(f"optimizer must be 'adagrad' or 'noam', got {name!r}")
 
 
 def train_seq2seq(
@@ -197,8 +192,8 @@ def train_seq2seq(
     vocabs: tuple[Vocab, Vocab] | None = None,
 ) -> dict[str, Any]:
     """Train for `steps` optimizer steps (epochs restart as needed; `examples` may be `epoch -> examples` for
-    fresh keyword dropout). optimizer: "adagrad" (lr = learning rate), "noam" (Adam + Noam, lr = the factor),
-    or "adam" (constant lr). batch_type "examples" | "tokens" (batch_size = padded tokens). normalization:
+    fresh keyword dropout). optimizer: "adagrad" (lr = learning rate) or "noam" (Adam + Noam, lr = the factor).
+    batch_type "examples" | "tokens" (batch_size = padded tokens). normalization:
     "sents" (loss sum / batch size, OpenNMT's RNN default) or "tokens" (per target token).
     If `checkpoint_dir` is given, `vocabs` = (src_vocab, tgt_vocab) must be too; the checkpoint is written at
     the end. Returns {"losses": per-step NLL per token, "log", "steps", "epochs", "tokens", "wall_time_s",
