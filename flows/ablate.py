@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from flows.common import params_or_exit, stage_args
+from flows.common import params_or_exit, run_stage, stage_args
 from flows.evaluate import evaluate
 from flows.generate import generate
 from flows.train_ours import train_ours
@@ -26,4 +26,4 @@ def ablate(params: Params, variant: str, dataset: str, fold: int) -> dict:
 
 if __name__ == "__main__":
     args = stage_args(__doc__, dataset=True, fold=True, variants=ABLATION_VARIANTS)
-    ablate(params_or_exit(args.params), args.variant, args.dataset, args.fold)
+    run_stage(ablate, params_or_exit(args.params), args.variant, args.dataset, args.fold)

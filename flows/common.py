@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import logging
+import os
+import sys
+import traceback
 from pathlib import Path
+from typing import Callable, Sequence
 
 from mwpgen.config import DATASETS, Params, ParamsError, load_params
 from mwpgen.io import atomic_write_text, read_jsonl, write_json
@@ -27,6 +33,53 @@ def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
     if fold:
         cli.add_argument("--fold", required=True, type=int)
     return cli.parse_args()
+
+
+DEBUG_ENV = "MWPGEN_DEBUG"  # =1: full tracebacks (ours and Prefect's) instead of the one line that matters
+_FAILURE: list[str] = []  # the failed stage's one line, repeated after Prefect's shutdown messages
+
+
+@atexit.register  # registered at import, before Prefect starts its server: atexit runs it after that server stops
+def _repeat_failure() -> None:
+    if _FAILURE:
+        print(_FAILURE[0], file=sys.stderr, flush=True)
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if isinstance(e, (ValueError, OSError, RuntimeError)) else f"{type(e).__name__}: {text}"
+
+
+class _NoTraceback(logging.Filter):
+    """Prefect logs a failed task or flow with its whole traceback; without MWPGEN_DEBUG the message is enough."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+def run_stage(flow: Callable, *args, failed_metrics: Sequence[Path] = ()) -> None:
+    """Run a stage flow as a command: on failure, one line names what went wrong (exit code 1), each of the
+    stage's `failed_metrics` files is replaced by {"failed": that line} so no stale good result remains, and the
+    traceback is shown only with MWPGEN_DEBUG=1."""
+    debug = os.environ.get(DEBUG_ENV) == "1"
+    if not debug:
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).addFilter(_NoTraceback())
+    try:
+        flow(*args)
+    except (Exception, SystemExit) as e:
+        if isinstance(e, SystemExit) and e.code in (0, None):
+            raise
+        message = str(e.code) if isinstance(e, SystemExit) else _one_line(e)
+        message = message.removeprefix("error: ")
+        for path in failed_metrics:
+            write_json(path, {"failed": message})
+        if debug:
+            traceback.print_exc()
+        _FAILURE.append(f"error: {message}" + ("" if debug else f"  (traceback: {DEBUG_ENV}=1)"))
+        print(_FAILURE[0], file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 def params_or_exit(path: str) -> Params:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import PROJECT_ROOT, params_or_exit, stage_args
+from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
 from mwpgen.config import DownloadParams
 from mwpgen.data.fetch import resolve_mirror
 from mwpgen.io import write_json
@@ -39,4 +39,5 @@ def download(params: DownloadParams) -> dict:
 
 
 if __name__ == "__main__":
-    download(params_or_exit(stage_args(__doc__).params).download)
+    run_stage(download, params_or_exit(stage_args(__doc__).params).download,
+              failed_metrics=[PROJECT_ROOT / "metrics" / "download.json"])

@@ -12,7 +12,7 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_paths, params_or_exit, stage_args
+from flows.common import DATA, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
@@ -60,4 +60,4 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
 
 if __name__ == "__main__":
     args = stage_args(__doc__, dataset=True, fold=True, models=registry.generator_names())
-    evaluate(params_or_exit(args.params), args.model, args.dataset, args.fold)
+    run_stage(evaluate, params_or_exit(args.params), args.model, args.dataset, args.fold)

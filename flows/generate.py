@@ -13,7 +13,7 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, stage_args
+from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
@@ -76,4 +76,4 @@ def generate(params: Params, model: str, dataset: str, fold: int) -> dict:
 
 if __name__ == "__main__":
     args = stage_args(__doc__, dataset=True, fold=True, models=registry.generator_names())
-    generate(params_or_exit(args.params), args.model, args.dataset, args.fold)
+    run_stage(generate, params_or_exit(args.params), args.model, args.dataset, args.fold)

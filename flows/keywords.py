@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_paths, params_or_exit, stage_args
+from flows.common import DATA, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import write_json, write_jsonl
@@ -43,4 +43,5 @@ def keywords(params: Params, dataset: str, fold: int) -> dict:
 
 if __name__ == "__main__":
     args = stage_args(__doc__, dataset=True, fold=True)
-    keywords(params_or_exit(args.params), args.dataset, args.fold)
+    run_stage(keywords, params_or_exit(args.params), args.dataset, args.fold,
+              failed_metrics=[fold_paths(None, args.dataset, args.fold).keyword_stats])

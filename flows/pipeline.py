@@ -72,6 +72,9 @@ def main() -> None:
         except ParamsError as e:
             sys.exit(f"error: {e}")
         print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)"))
+    # Refuse bad params here, before Prefect starts and long before `dvc repro` (whose matrix would otherwise
+    # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours): exit status 1.
+    params_or_exit(str(PROJECT_ROOT / "params.yaml"))
     try:
         pipeline(targets=args.targets or None, force=args.force)
     except RuntimeError as e:

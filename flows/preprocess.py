@@ -8,7 +8,7 @@ from collections import Counter
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.common import PROJECT_ROOT, params_or_exit, stage_args
+from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
 from mwpgen.config import DATASETS, PreprocessParams
 from mwpgen.data.raw import read_arithmetic, read_mawps, read_translated_math23k
 from mwpgen.io import write_json, write_jsonl
@@ -56,4 +56,5 @@ def preprocess(params: PreprocessParams) -> dict:
 
 
 if __name__ == "__main__":
-    preprocess(params_or_exit(stage_args(__doc__).params).preprocess)
+    run_stage(preprocess, params_or_exit(stage_args(__doc__).params).preprocess,
+              failed_metrics=[PROJECT_ROOT / "metrics" / "data_stats.json"])

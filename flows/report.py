@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, stage_args
+from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.evaluation.report import summary, table2, table3, table4, table5
@@ -123,4 +123,4 @@ def report(params: Params) -> dict:
 
 
 if __name__ == "__main__":
-    report(params_or_exit(stage_args(__doc__).params))
+    run_stage(report, params_or_exit(stage_args(__doc__).params))

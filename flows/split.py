@@ -6,7 +6,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.common import PROJECT_ROOT, params_or_exit, stage_args
+from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
 from mwpgen.config import DATASETS, SplitParams
 from mwpgen.data.raw import read_arithmetic_folds
 from mwpgen.io import read_jsonl, write_json
@@ -56,4 +56,5 @@ def split(params: SplitParams) -> dict:
 
 
 if __name__ == "__main__":
-    split(params_or_exit(stage_args(__doc__).params).split)
+    run_stage(split, params_or_exit(stage_args(__doc__).params).split,
+              failed_metrics=[PROJECT_ROOT / "metrics" / "splits.json"])

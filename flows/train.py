@@ -13,7 +13,8 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit, record_training, stage_args
+from flows.common import (DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit,
+                          record_training, run_stage, stage_args)
 from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
@@ -67,4 +68,4 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
 
 if __name__ == "__main__":
     args = stage_args(__doc__, dataset=True, fold=True, models=(*registry.names("causal_lm"), registry.EVALUATOR.name))
-    train(params_or_exit(args.params), args.model, args.dataset, args.fold)
+    run_stage(train, params_or_exit(args.params), args.model, args.dataset, args.fold)

@@ -12,7 +12,7 @@ import math
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, record_training, stage_args
+from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
@@ -65,4 +65,4 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
 
 if __name__ == "__main__":
     args = stage_args(__doc__, dataset=True, fold=True)
-    train_ours(params_or_exit(args.params), args.dataset, args.fold)
+    run_stage(train_ours, params_or_exit(args.params), args.dataset, args.fold)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit, record_training, stage_args
+from flows.common import (DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit,
+                          record_training, run_stage, stage_args)
 from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
@@ -77,4 +78,4 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
 
 if __name__ == "__main__":
     args = stage_args(__doc__, dataset=True, fold=True, models=registry.names("seq2seq"))
-    train_seq2seq(params_or_exit(args.params), args.model, args.dataset, args.fold)
+    run_stage(train_seq2seq, params_or_exit(args.params), args.model, args.dataset, args.fold)

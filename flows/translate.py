@@ -13,7 +13,7 @@ import time
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.common import PROJECT_ROOT, params_or_exit, stage_args
+from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
 from mwpgen.config import TranslateParams
 from mwpgen.data.raw import read_math23k, read_math23k_reference
 from mwpgen.io import write_json, write_jsonl
@@ -76,7 +76,4 @@ def translate(params: TranslateParams) -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        translate(params_or_exit(stage_args(__doc__).params).translate)
-    except TranslationIncomplete as e:
-        raise SystemExit(f"error: {e}") from None
+    run_stage(translate, params_or_exit(stage_args(__doc__).params).translate, failed_metrics=[METRICS])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -24,6 +25,33 @@ class DataFormatError(ValueError):
         self.path, self.line, self.column = str(path), line, column
 
 
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def umask() -> int:
+    """The process umask, read without changing it (os.umask can only be read by setting it, which would race
+    with other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def ordinary_mode(path: str | os.PathLike, directory: bool = False) -> None:
+    """Give a file made by mkstemp/mkdtemp (always private, 0600/0700) the mode open() would have given it."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask())
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write to a temp file beside `path`, then rename: readers never see a half-written file."""
     path = Path(path)
@@ -32,6 +60,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        ordinary_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -110,7 +139,7 @@ def atomic_directory(out_dir: str | os.PathLike) -> Iterator[Path]:
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.tmp-"))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; the final folder should be an ordinary one
+    ordinary_mode(tmp, directory=True)
     try:
         yield tmp
         old = None

@@ -14,7 +14,7 @@ import pytest
 from mwpgen.seq2seq import glove
 from mwpgen.seq2seq.glove import (GloveIntegrityError, GloveUnavailable, embedding_matrix, fetch_glove, load_glove,
                           read_vectors)
-from mwpgen.io import DataFormatError
+from mwpgen.io import DataFormatError, sha256_file
 from mwpgen.seq2seq.vocab import PAD_ID, Vocab
 
 TINY = "the 0.1 0.2 0.3\napples 1.0 -1.0 0.5\njoan 0.0 0.0 1e-3\nthe 9 9 9\n"
@@ -136,7 +136,7 @@ def test_download_is_cached_with_its_checksum_and_verified_on_reuse(tmp_path):
     assert calls == [glove.GLOVE_URL] and vectors["the"].shape == (300,)
     cached = cache / glove.GLOVE_MEMBER
     record = json.loads((cache / f"{glove.GLOVE_MEMBER}.sha256.json").read_text())
-    assert record["sha256"] == glove.sha256_file(cached) and record["url"] == glove.GLOVE_URL
+    assert record["sha256"] == sha256_file(cached) and record["url"] == glove.GLOVE_URL
     assert sorted(p.name for p in cache.iterdir()) == [glove.GLOVE_MEMBER, f"{glove.GLOVE_MEMBER}.sha256.json"]
 
     load_glove(cache_dir=cache, words={"the"}, downloader=download)

@@ -6,7 +6,6 @@ Everything is written to a temp file beside the destination and renamed only onc
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from mwpgen.data.sources import SourceFile
+from mwpgen.io import ordinary_mode, sha256_file
 
 CHUNK = 1 << 20
 
@@ -38,14 +38,6 @@ class Fetched:
     bytes: int
 
 
-def sha256_file(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _check(path: Path, src: SourceFile, where: str) -> None:
     got = sha256_file(path)
     if got != src.sha256:
@@ -59,6 +51,7 @@ def _temp_beside(dest: Path) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     os.close(fd)
+    ordinary_mode(tmp)  # the verified file keeps it after the rename
     return Path(tmp)
 
 

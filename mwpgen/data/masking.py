@@ -84,7 +84,13 @@ _TEXT_RE = re.compile(
 )
 
 
+MAX_TEXT_NUMBER_CHARS = 100  # the real data's longest is far shorter; Python refuses to convert > 4,300 digits
+
+
 def _value(number: str) -> Fraction:
+    if len(number) > MAX_TEXT_NUMBER_CHARS:
+        raise MaskingError("number_too_long", f"a number in the text has {len(number)} characters "
+                           f"(limit {MAX_TEXT_NUMBER_CHARS}): {number[:40]}...")
     return Fraction(number.replace(",", ""))
 
 

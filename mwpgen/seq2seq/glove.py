@@ -16,7 +16,6 @@ substituted silently: the caller reports the +GloVe row as not run with that rea
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -30,7 +29,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from mwpgen.io import DataFormatError, write_json
+from mwpgen.io import DataFormatError, sha256_file, write_json
 
 GLOVE_URL = "https://nlp.stanford.edu/data/glove.6B.zip"
 GLOVE_MEMBER = "glove.6B.300d.txt"
@@ -44,14 +43,6 @@ class GloveUnavailable(RuntimeError):
 
 class GloveIntegrityError(DataFormatError):
     """A cached GloVe file no longer matches the sha256 recorded when it was downloaded."""
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _download(url: str, dest: Path, timeout: float = DOWNLOAD_TIMEOUT_S) -> None:
