@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from mwpgen.lm.decoding import generate_problems
+from mwpgen.lm.decoding import generate_texts
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import LMExample, generator_prompt
 from mwpgen.lm.training import train_causal_lm
@@ -63,10 +63,10 @@ def main() -> None:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model {args.model}: {n_params / 1e6:.1f}M params, loaded in {load_s:.1f}s; threads {torch.get_num_threads()}")
     kw = dict(decoding=args.decoding, max_new_tokens=args.max_new_tokens, seed=0)
-    generate_problems(model, tok, prompts[:2], batch_size=2, **{**kw, "max_new_tokens": 4})  # warm-up
+    generate_texts(model, tok, prompts[:2], batch_size=2, **{**kw, "max_new_tokens": 4})  # warm-up
 
-    t_batched, batched = timed(lambda: generate_problems(model, tok, prompts, batch_size=args.batch_size, **kw))
-    t_single, single = timed(lambda: generate_problems(model, tok, prompts, batch_size=1, **kw))
+    t_batched, batched = timed(lambda: generate_texts(model, tok, prompts, batch_size=args.batch_size, **kw))
+    t_single, single = timed(lambda: generate_texts(model, tok, prompts, batch_size=1, **kw))
     for name, t in [(f"batched (bs={args.batch_size})", t_batched), ("one at a time", t_single)]:
         print(f"{name:>18}: {args.n / t:7.2f} problems/s  {t / args.n:6.3f} s/problem  ({t:.1f}s total)")
     print(f"speed-up batched/one-at-a-time: {t_single / t_batched:.2f}x; "

@@ -2,6 +2,11 @@
 
 Every section is a strict pydantic model: an unknown key, a wrong type or an out-of-range value raises
 `ParamsError` whose message names the file, the dotted key and what is allowed.
+
+Params files are read as YAML 1.2 (`read_yaml`), the YAML DVC itself reads and writes: `dvc exp run -S
+train.ours.lr=3e-5` writes `lr: 3e-05`, a float in YAML 1.2 but a string to a YAML 1.1 reader such as PyYAML's.
+Booleans are `true` / `false` only (YAML 1.1's yes/no/on/off are strings). A key given twice is an error, not a
+silent "the last one wins". No float may be infinite or NaN.
 """
 
 from __future__ import annotations
@@ -11,17 +16,18 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mwpgen import registry
 
 DATASETS = ("arithmetic", "mawps", "math23k")
+ARITHMETIC_FOLDS = 5  # Roy & Roth publish Arithmetic's cross-validation folds: fold0..fold4
 Dataset = Literal["arithmetic", "mawps", "math23k"]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    # allow_inf_nan=False: every float of every section (and of float lists) must be finite (.inf / .nan refused).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class DownloadParams(Section):
@@ -58,14 +64,16 @@ class PreprocessParams(Section):
 
 
 class SplitParams(Section):
-    n_folds: int = Field(5, ge=2, le=20, description="Cross-validation folds (the paper uses 5).")
+    n_folds: int = Field(5, ge=2, le=20, description="Cross-validation folds (the paper uses 5; must be 5 while "
+                         "Arithmetic is used: its folds are Roy & Roth's 5 published ones).")
     seed: int = Field(2021, ge=0, description="Seed of the MAWPS and Math23K fold assignment.")
 
 
 class ExperimentParams(Section):
     datasets: list[Dataset] = Field(["arithmetic", "mawps"], min_length=1,
                                     description="Datasets the model stages run on (dvc.yaml's matrix reads this).")
-    folds: list[int] = Field([0], min_length=1, description="Cross-validation folds the model stages run on.")
+    folds: list[int] = Field([0], min_length=1, description="Cross-validation folds the model stages run on "
+                             "(each in [0, split.n_folds)).")
     max_train: int = Field(0, ge=0, description="Seeded subsample of each training fold (0 = all of it).")
     max_test: int = Field(100, ge=0, description="Seeded subsample of each test fold (0 = all of it).")
     seed: int = Field(2021, ge=0, description="Seed of the subsamples, keyword dropout, training and decoding.")
@@ -73,10 +81,7 @@ class ExperimentParams(Section):
     @field_validator("folds")
     @classmethod
     def _folds_in_range(cls, folds: list[int]) -> list[int]:
-        bad = [k for k in folds if not 0 <= k < 20]
-        if bad or len(set(folds)) != len(folds):
-            raise ValueError(f"folds must be distinct fold indices in [0, split.n_folds), got {folds}")
-        return folds
+        return _fold_list(folds)
 
 
 class KeywordsParams(Section):
@@ -191,6 +196,13 @@ class EvaluateParams(Section):
     meteor_timeout_s: float = Field(600.0, gt=0, description="Watchdog on the METEOR JVM.")
 
 
+def _fold_list(folds: list[int]) -> list[int]:
+    """Distinct, non-negative fold indices (the upper bound, split.n_folds, is checked by Params)."""
+    if any(k < 0 for k in folds) or len(set(folds)) != len(folds):
+        raise ValueError(f"folds must be distinct fold indices in [0, split.n_folds), got {folds}")
+    return folds
+
+
 def _known(names: list[str], allowed: tuple[str, ...], what: str) -> list[str]:
     wrong = [n for n in names if n not in allowed]
     if wrong:
@@ -238,7 +250,12 @@ class AblationParams(Section):
         [], description="Table 4 variants of \"ours\" to run (mwpgen/ours/ablation.py defines each); [] = none. "
         "profiles/ablation.yaml lists them all.")
     datasets: list[Dataset] = Field(["arithmetic"], min_length=1, description="Datasets the ablation runs on.")
-    folds: list[int] = Field([0], min_length=1, description="Folds the ablation runs on.")
+    folds: list[int] = Field([0], min_length=1, description="Folds the ablation runs on (each in [0, split.n_folds)).")
+
+    @field_validator("folds")
+    @classmethod
+    def _folds_in_range(cls, folds: list[int]) -> list[int]:
+        return _fold_list(folds)
 
 
 class Params(Section):
@@ -255,10 +272,24 @@ class Params(Section):
     ablation: AblationParams = AblationParams()
 
     @model_validator(mode="after")
-    def _folds_exist(self) -> "Params":
-        bad = [k for k in self.experiment.folds if k >= self.split.n_folds]
-        if bad:
-            raise ValueError(f"experiment.folds {bad} do not exist with split.n_folds = {self.split.n_folds}")
+    def _consistent(self) -> "Params":
+        """Checks across sections; each message names the keys involved."""
+        n = self.split.n_folds
+        problems = []
+        for key, folds in (("experiment.folds", self.experiment.folds), ("ablation.folds", self.ablation.folds)):
+            bad = [k for k in folds if k >= n]
+            if bad:
+                problems.append(f"{key}: fold(s) {bad} do not exist with split.n_folds = {n} (allowed: 0..{n - 1})")
+        with_arithmetic = [key for key, datasets in (("download.datasets", self.download.datasets),
+                                                      ("experiment.datasets", self.experiment.datasets),
+                                                      ("ablation.datasets", self.ablation.datasets))
+                           if "arithmetic" in datasets]
+        if with_arithmetic and n != ARITHMETIC_FOLDS:
+            problems.append(f"split.n_folds: must be {ARITHMETIC_FOLDS} while arithmetic is in "
+                            f"{', '.join(with_arithmetic)} (its folds are Roy & Roth's {ARITHMETIC_FOLDS} published "
+                            f"folds); got {n}")
+        if problems:
+            raise ValueError("\n  ".join(problems))
         return self
 
 
@@ -285,7 +316,13 @@ def _describe(error: dict) -> str:
     got = error.get("input")
     ctx = error.get("ctx") or {}
     expected = f" (allowed: {ctx['expected']})" if "expected" in ctx and ctx["expected"] not in error["msg"] else ""
-    return f"{key}: {error['msg']}{expected}; got {got!r}"
+    hint = ""
+    if error["type"] == "bool_type" and isinstance(got, str) and got.lower() in _YAML11_BOOLS:
+        hint = " (params are YAML 1.2: write true or false)"
+    return f"{key}: {error['msg']}{expected}; got {got!r}{hint}"
+
+
+_YAML11_BOOLS = {"yes", "no", "y", "n", "on", "off"}
 
 
 def validate_params(raw: Any, source: str = "params.yaml") -> Params:
@@ -300,17 +337,61 @@ def validate_params(raw: Any, source: str = "params.yaml") -> Params:
         raise ParamsError(f"{source}: invalid parameters:\n  " + "\n  ".join(lines)) from None
 
 
-def load_params(path: str | os.PathLike = "params.yaml") -> Params:
-    path = Path(path)
+def _check_unique_keys(node, source: str, path: tuple[str, ...] = (), seen_nodes: set | None = None) -> None:
+    """Refuse a mapping key given twice (YAML forbids it; a lenient loader keeps the last one silently)."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    seen_nodes = set() if seen_nodes is None else seen_nodes
+    if id(node) in seen_nodes:  # an alias: already checked where its anchor is
+        return
+    seen_nodes.add(id(node))
+    if isinstance(node, MappingNode):
+        first_line: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, ScalarNode) else f"<{type(key_node).__name__}>"
+            line = key_node.start_mark.line + 1
+            if key in first_line and key != "<<":
+                raise ParamsError(f"{source}:{line}: duplicate key {'.'.join((*path, key))} "
+                                  f"(first given on line {first_line[key]})")
+            first_line.setdefault(key, line)
+            _check_unique_keys(value_node, source, (*path, key), seen_nodes)
+    elif isinstance(node, SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_unique_keys(item, source, (*path, str(i)), seen_nodes)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse a params or profile file as YAML 1.2 (the YAML DVC reads and writes), refusing duplicate keys.
+
+    Raises ParamsError naming `source`, the line (and column) and what is wrong."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
+    loader = YAML(typ="safe", pure=True)  # pure: the C parser would not honour YAML 1.2 everywhere
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ParamsError(f"{path}: file not found") from None
-    except yaml.YAMLError as e:
+        node = loader.compose(text)
+        if node is not None:
+            _check_unique_keys(node, source)
+        return YAML(typ="safe", pure=True).load(text)
+    except YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        raise ParamsError(f"{path}{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
-    return validate_params(raw, str(path))
+        raise ParamsError(f"{source}{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    """`parse_yaml` of a file; a missing file is a ParamsError too."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: file not found") from None
+    return parse_yaml(text, str(path))
+
+
+def load_params(path: str | os.PathLike = "params.yaml") -> Params:
+    """Read (YAML 1.2) and validate a params file."""
+    return validate_params(read_yaml(path), str(path))
 
 
 def _merge(base: dict, override: dict, prefix: str = "") -> list[str]:
@@ -351,8 +432,11 @@ def apply_profile(params_path: str | os.PathLike, profile_path: str | os.PathLik
         available = sorted(p.stem for p in profile_path.parent.glob("*.yaml"))
         raise ParamsError(f"{profile_path}: no such profile (available: {', '.join(available) or 'none'})")
     text = params_path.read_text(encoding="utf-8")
-    profile = yaml.safe_load(profile_path.read_text(encoding="utf-8")) or {}
-    raw = yaml.safe_load(text) or {}
+    profile = read_yaml(profile_path) or {}
+    raw = parse_yaml(text, str(params_path)) or {}
+    for name, doc in ((profile_path, profile), (params_path, raw)):
+        if not isinstance(doc, dict):
+            raise ParamsError(f"{name}: expected a mapping of sections, got {type(doc).__name__}")
     changed = _merge(raw, profile)
     validate_params(raw, f"{params_path} + {profile_path.name}")
     if changed:
@@ -362,7 +446,7 @@ def apply_profile(params_path: str | os.PathLike, profile_path: str | os.PathLik
         _merge_keeping_layout(doc, profile)
         buf = io.StringIO()
         round_trip.dump(doc, buf)
-        if yaml.safe_load(buf.getvalue()) != raw:  # the round trip must write exactly the validated values
+        if parse_yaml(buf.getvalue(), str(params_path)) != raw:  # the round trip must write exactly the validated values
             raise ParamsError(f"{params_path}: could not apply {profile_path.name} without changing other values")
         tmp = params_path.with_name(f".{params_path.name}.tmp-{os.getpid()}")
         tmp.write_text(buf.getvalue(), encoding="utf-8")

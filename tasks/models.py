@@ -31,7 +31,7 @@ def fine_tune(params: Params, cfg: LMTrainParams, pretrained: bool, examples, ch
 def generate(params: Params, checkpoint_dir: Path, prompts: list[str]) -> list[str]:
     model, tokenizer = load_trained(checkpoint_dir, resolve_device(params.train.device))
     g = params.generate
-    return decoding.generate_problems(model, tokenizer, prompts, batch_size=g.batch_size, decoding=g.decoding,
+    return decoding.generate_texts(model, tokenizer, prompts, batch_size=g.batch_size, decoding=g.decoding,
                                       num_beams=g.num_beams, top_p=g.top_p, temperature=g.temperature,
                                       max_new_tokens=g.max_new_tokens, seed=params.experiment.seed)
 

@@ -11,7 +11,7 @@ import torch
 
 from mwpgen.lm import prompts as lm_data
 from mwpgen.data.keywords import keyword_dropout
-from mwpgen.lm.decoding import generate_problems, predict_equations
+from mwpgen.lm.decoding import generate_texts, predict_equations
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import IGNORE_INDEX, encode_example, generator_example, mwp2eq_example
@@ -104,8 +104,8 @@ def test_tiny_model_overfits_and_regenerates_targets(trained):
     model, tok, _, result, logs = trained
     losses = result["losses"]
     assert losses[-1] < 0.1 * losses[0]
-    assert [r["step"] for r in logs][:2] == [20, 40] and set(logs[0]) == {"step", "epoch", "loss", "tokens_per_s", "lr"}
-    out = generate_problems(model, tok, [e.prompt for e in GEN], batch_size=4, max_new_tokens=24)
+    assert [r["step"] for r in logs][:2] == [20, 40] and set(logs[0]) == {"step", "epoch", "loss", "ppl", "lr", "tokens_per_s", "examples_per_s"}
+    out = generate_texts(model, tok, [e.prompt for e in GEN], batch_size=4, max_new_tokens=24)
     assert sum(o == e.target for o, e in zip(out, GEN)) >= 3
     eqs = predict_equations(model, tok, [r["text"] for r in RECORDS], max_new_tokens=12)
     assert sum(p == r["equation"] for p, r in zip(eqs, RECORDS)) >= 3
@@ -114,19 +114,19 @@ def test_tiny_model_overfits_and_regenerates_targets(trained):
 def test_batched_equals_sequential_greedy(trained):
     model, tok, *_ = trained
     prompts = [e.prompt for e in GEN] + [lm_data.generator_prompt("x = ( num2 - num1 )", ["jar", "Tom"])]
-    batched = generate_problems(model, tok, prompts, batch_size=5, max_new_tokens=16)
-    single = [generate_problems(model, tok, [p], batch_size=1, max_new_tokens=16)[0] for p in prompts]
+    batched = generate_texts(model, tok, prompts, batch_size=5, max_new_tokens=16)
+    single = [generate_texts(model, tok, [p], batch_size=1, max_new_tokens=16)[0] for p in prompts]
     assert batched == single
-    assert generate_problems(model, tok, prompts, batch_size=2, decoding="beam", num_beams=3, max_new_tokens=16)
+    assert generate_texts(model, tok, prompts, batch_size=2, decoding="beam", num_beams=3, max_new_tokens=16)
 
 
 def test_sampling_deterministic_for_seed(tiny_dir):
     model, tok = load_model_and_tokenizer(str(tiny_dir), Path("unused"))  # untrained: high-entropy samples
     prompts = [e.prompt for e in GEN]
     kw = dict(batch_size=2, decoding="top_p", top_p=0.95, temperature=1.0, max_new_tokens=12)
-    a = generate_problems(model, tok, prompts, seed=7, **kw)
-    assert a == generate_problems(model, tok, prompts, seed=7, **kw)
-    assert a != generate_problems(model, tok, prompts, seed=8, **kw)
+    a = generate_texts(model, tok, prompts, seed=7, **kw)
+    assert a == generate_texts(model, tok, prompts, seed=7, **kw)
+    assert a != generate_texts(model, tok, prompts, seed=8, **kw)
 
 
 def test_checkpoint_is_safetensors_and_reloads_identically(trained):

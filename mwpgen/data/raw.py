@@ -134,24 +134,22 @@ def read_arithmetic_folds(aggregate_dir: str | os.PathLike) -> list[list[str]]:
     return folds
 
 
+def _read_problems(path: str | os.PathLike, dataset: str, array: bool) -> list[RawProblem]:
+    """Records with `id`, `original_text` and `equation` (MAWPS and Chinese Math23K share the field names)."""
+    return [RawProblem(dataset, str(_field(path, rec, index, line, "id", (int, str))),
+                       _field(path, rec, index, line, "original_text", str),
+                       _field(path, rec, index, line, "equation", str))
+            for index, (rec, line) in enumerate(iter_json_values(path, array=array))]
+
+
 def read_mawps(path: str | os.PathLike) -> list[RawProblem]:
     """MAWPS (`MAWPS.json`, a JSON array): `original_text`, `equation`, `id`."""
-    problems = []
-    for index, (rec, line) in enumerate(iter_json_values(path, array=True)):
-        problems.append(RawProblem("mawps", str(_field(path, rec, index, line, "id", (int, str))),
-                                   _field(path, rec, index, line, "original_text", str),
-                                   _field(path, rec, index, line, "equation", str)))
-    return problems
+    return _read_problems(path, "mawps", array=True)
 
 
 def read_math23k(path: str | os.PathLike) -> list[RawProblem]:
     """Chinese Math23K: concatenated pretty-printed objects (not an array); `original_text`, `equation`, `id`."""
-    problems = []
-    for index, (rec, line) in enumerate(iter_json_values(path, array=False)):
-        problems.append(RawProblem("math23k", str(_field(path, rec, index, line, "id", (int, str))),
-                                   _field(path, rec, index, line, "original_text", str),
-                                   _field(path, rec, index, line, "equation", str)))
-    return problems
+    return _read_problems(path, "math23k", array=False)
 
 
 def read_math23k_reference(mwp_json: str | os.PathLike, eqs_json: str | os.PathLike) -> list[tuple[str, str]]:

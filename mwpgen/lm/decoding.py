@@ -58,7 +58,8 @@ def generate_texts(
     seed: int = 0,
     device: str | torch.device | None = None,
 ) -> list[str]:
-    """Continuation of each prompt (new tokens only), cut at EOS or the first newline, stripped."""
+    """Continuation of each prompt (new tokens only), cut at EOS or the first newline, stripped: the problem for
+    each generator prompt (prompts.generator_prompt), or mwp2eq's equation for each of its prompts."""
     if not prompts:
         return []
     device = torch.device(device) if device is not None else next(model.parameters()).device
@@ -78,26 +79,6 @@ def generate_texts(
             out[i] = text.split("\n", 1)[0].strip()
     model.train(was_training)
     return out
-
-
-def generate_problems(
-    model,
-    tokenizer,
-    prompts: Sequence[str],
-    *,
-    batch_size: int = 16,
-    decoding: Decoding = "greedy",
-    num_beams: int = 4,
-    top_p: float = 0.9,
-    temperature: float = 1.0,
-    max_new_tokens: int = 64,
-    seed: int = 0,
-    device: str | torch.device | None = None,
-) -> list[str]:
-    """MWP text for each generator prompt (lm_data.generator_prompt(equation, keywords))."""
-    return generate_texts(model, tokenizer, prompts, batch_size=batch_size, decoding=decoding,
-                          num_beams=num_beams, top_p=top_p, temperature=temperature,
-                          max_new_tokens=max_new_tokens, seed=seed, device=device)
 
 
 def predict_equations(

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
-from mwpgen.runtime import autocast_dtype, needs_grad_scaler
+from mwpgen.runtime import ProgressLog, autocast_dtype, needs_grad_scaler
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
 
@@ -74,9 +74,9 @@ def train_causal_lm(
     total_steps = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
 
     step, epoch, losses = 0, 0, []
-    log: list[dict] = []
-    t_start = t_window = time.perf_counter()
-    window_loss, window_micro, window_tokens, total_tokens = 0.0, 0, 0, 0
+    progress = ProgressLog(total_steps, log_every, on_log)
+    t_start = time.perf_counter()
+    total_tokens = 0
 
     while epoch < epochs and step < total_steps:
         encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
@@ -94,10 +94,8 @@ def train_causal_lm(
                 scaled = loss / len(group)
                 (scaler.scale(scaled) if scaler is not None else scaled).backward()
                 step_loss += loss.item() / len(group)
-                window_loss += loss.item()
-                window_micro += 1
                 n_tok = int(batch["attention_mask"].sum())
-                window_tokens += n_tok
+                progress.add(loss.item(), 1, n_tok, len(idx))
                 total_tokens += n_tok
             if scaler is not None:
                 scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
@@ -111,21 +109,12 @@ def train_causal_lm(
             step += 1
             losses.append(step_loss)
 
-            if step % log_every == 0 or step == total_steps:
-                elapsed = time.perf_counter() - t_window
-                record = {"step": step, "epoch": epoch, "loss": window_loss / max(1, window_micro),
-                          "tokens_per_s": window_tokens / max(elapsed, 1e-9), "lr": lr}
-                log.append(record)
-                print(f"step {step}/{total_steps} ep {epoch} loss {record['loss']:.4f} "
-                      f"tok/s {record['tokens_per_s']:.0f} lr {record['lr']:.2e}", flush=True)
-                if on_log is not None:
-                    on_log(record)
-                t_window, window_loss, window_micro, window_tokens = time.perf_counter(), 0.0, 0, 0
+            progress.step(step, epoch, lr)
         epoch += 1
 
     model.eval()
     wall = time.perf_counter() - t_start
     if checkpoint_dir is not None:
         atomic_save_pretrained(model, tokenizer, Path(checkpoint_dir))
-    return {"losses": losses, "log": log, "steps": step, "tokens": total_tokens,
+    return {"losses": losses, "log": progress.records, "steps": step, "tokens": total_tokens,
             "wall_time_s": wall, "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None}

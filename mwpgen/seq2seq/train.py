@@ -17,7 +17,6 @@ summary), src_vocab.json, tgt_vocab.json; written into a temp folder beside it, 
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import time
@@ -27,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
+from mwpgen.runtime import ProgressLog
 from mwpgen.io import DataFormatError, atomic_directory
 from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
 
@@ -210,10 +210,9 @@ def train_seq2seq(
     get_examples = examples if callable(examples) else (lambda _epoch: examples)
 
     losses: list[float] = []
-    log: list[dict] = []
+    progress = ProgressLog(steps, log_every, on_log)
     step = epoch = total_tokens = 0
-    window_nll, window_tokens, window_examples = 0.0, 0, 0
-    t_start = t_window = time.perf_counter()
+    t_start = time.perf_counter()
     while step < steps:
         data = get_examples(epoch)
         if not data:
@@ -234,22 +233,9 @@ def train_seq2seq(
             step += 1
             nll_value = nll.item()
             losses.append(nll_value / max(1, n_tok))
-            window_nll += nll_value
-            window_tokens += n_tok
-            window_examples += len(idx)
+            progress.add(nll_value, n_tok, n_tok, len(idx))  # the window's loss: NLL per target token
             total_tokens += n_tok
-            if step % log_every == 0 or step == steps:
-                elapsed = max(time.perf_counter() - t_window, 1e-9)
-                token_nll = window_nll / max(1, window_tokens)
-                record = {"step": step, "epoch": epoch, "loss": token_nll, "ppl": math.exp(min(token_nll, 50.0)),
-                          "lr": lr_now, "tokens_per_s": window_tokens / elapsed,
-                          "examples_per_s": window_examples / elapsed}
-                log.append(record)
-                print(f"step {step}/{steps} ep {epoch} nll {token_nll:.4f} ppl {record['ppl']:.2f} "
-                      f"lr {lr_now:.3g} tok/s {record['tokens_per_s']:.0f}", flush=True)
-                if on_log is not None:
-                    on_log(record)
-                t_window, window_nll, window_tokens, window_examples = time.perf_counter(), 0.0, 0, 0
+            progress.step(step, epoch, lr_now)
         epoch += 1
 
     model.eval()
@@ -261,7 +247,7 @@ def train_seq2seq(
                "final_loss": losses[-1] if losses else None}
     if checkpoint_dir is not None:
         save_checkpoint(checkpoint_dir, model, *vocabs, training=summary)
-    return {"losses": losses, "log": log, **summary,
+    return {"losses": losses, "log": progress.records, **summary,
             "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else None}
 
 
