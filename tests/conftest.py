@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -26,6 +30,45 @@ def copy_project(dest: Path) -> None:
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True)
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory) -> Iterator[str]:
+    """One Prefect server for every stage process of the session (each would otherwise start and stop an
+    ephemeral one, several seconds each). Loopback only; stopped at the end of the session."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PREFECT_LOGGING_LEVEL": "WARNING"}
+    env.pop("PREFECT_API_URL", None)
+    log = open(home / "server.log", "w")
+    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                               "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"Prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        os.environ["PREFECT_API_URL"] = url  # scratch_env passes it to every stage process
+        yield url
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
 
 
 def scratch_env(dest: Path, **extra: str) -> dict[str, str]:

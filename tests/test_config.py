@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from mwpgen.config import Params, ParamsError, load_params, validate_params
+from mwpgen.config import Params, ParamsError, load_params, parse_yaml, read_yaml, validate_params
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +17,7 @@ def test_shipped_params_are_valid():
 
 
 def test_shipped_params_cover_every_section():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_yaml(ROOT / "params.yaml")
     assert set(raw) == set(Params.model_fields)
 
 
@@ -83,3 +82,99 @@ def test_paper_profile_applies_and_validates(tmp_path):
     assert "  model: gpt2-large" in "\n".join(after) and all("#" in a for a, b in zip(after, before) if "#" in b)
     with pytest.raises(ParamsError, match="no such profile"):
         apply_profile(params, ROOT / "profiles" / "nope.yaml")
+
+
+@pytest.mark.parametrize("spelling", ["3e-05", "3e-5", "3.0e-5", "3E-5", "0.00003", "+3e-05"])
+def test_numbers_are_read_as_yaml_1_2(tmp_path, spelling):
+    # `dvc exp run -S train.ours.lr=3e-5` writes `lr: 3e-05`: a float in YAML 1.2 (DVC's), a string in YAML 1.1.
+    path = tmp_path / "params.yaml"
+    path.write_text(f"train:\n  ours:\n    lr: {spelling}\n")
+    assert load_params(path).train.ours.lr == 3e-05
+    assert parse_yaml("a: 1e5\nb: 010\nc: 0o17\nd: true\ne: False\nf: [0, 1]\n", "x") == \
+        {"a": 1e5, "b": 10, "c": 15, "d": True, "e": False, "f": [0, 1]}
+
+
+def test_yaml_1_1_booleans_are_refused_with_a_hint(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  mixed_precision: yes\n")
+    with pytest.raises(ParamsError, match=r"train.mixed_precision: .*boolean; got 'yes' \(params are YAML 1.2"):
+        load_params(path)
+
+
+def test_duplicate_keys_name_file_line_and_key(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  ours:\n    lr: 1.0e-5\n    batch_size: 4\n    lr: 2.0e-5\n")
+    with pytest.raises(ParamsError) as e:
+        load_params(path)
+    assert str(e.value) == f"{path}:5: duplicate key train.ours.lr (first given on line 3)"
+    path.write_text("split:\n  seed: 1\nsplit:\n  n_folds: 5\n")
+    with pytest.raises(ParamsError, match=r"params.yaml:3: duplicate key split \(first given on line 1\)"):
+        load_params(path)
+
+
+@pytest.mark.parametrize(
+    "raw, named",
+    [
+        ({"ablation": {"folds": [99]}}, ["ablation.folds: fold(s) [99] do not exist with split.n_folds = 5"]),
+        ({"experiment": {"folds": [0, 5]}}, ["experiment.folds: fold(s) [5] do not exist", "0..4"]),
+        ({"ablation": {"folds": [-1]}}, ["ablation.folds", "distinct fold indices"]),
+        ({"experiment": {"folds": [1, 1]}}, ["experiment.folds", "distinct fold indices"]),
+        ({"split": {"n_folds": 3}},
+         ["split.n_folds: must be 5 while arithmetic is in download.datasets, experiment.datasets, "
+          "ablation.datasets", "got 3"]),
+        ({"split": {"n_folds": 6}, "ablation": {"folds": [5]}}, ["split.n_folds: must be 5"]),
+        ({"train": {"ours": {"alpha": float("inf")}}}, ["train.ours.alpha: Input should be a finite number; got inf"]),
+        ({"preprocess": {"constants": [1, float("nan")]}}, ["preprocess.constants.1", "finite number"]),
+        ({"experiment": {"datasets": ["../../etc"]}},
+         ["experiment.datasets.0: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'"]),
+    ],
+)
+def test_cross_field_and_value_checks_name_the_keys(raw, named):
+    with pytest.raises(ParamsError) as e:
+        validate_params(raw, "p.yaml")
+    for text in named:
+        assert text in str(e.value)
+
+
+def test_n_folds_is_free_without_arithmetic():
+    mawps = ["mawps"]
+    params = validate_params({"split": {"n_folds": 3}, "download": {"datasets": mawps},
+                              "experiment": {"datasets": mawps, "folds": [2]},
+                              "ablation": {"datasets": mawps, "folds": [1]}})
+    assert params.split.n_folds == 3
+
+
+def test_infinite_float_in_yaml_is_refused(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("train:\n  ours:\n    alpha: .inf\n")
+    with pytest.raises(ParamsError, match="train.ours.alpha: Input should be a finite number; got inf"):
+        load_params(path)
+
+
+def test_profile_is_read_as_yaml_1_2_and_checked_for_duplicates(tmp_path):
+    from mwpgen.config import apply_profile
+
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    profile = tmp_path / "fast.yaml"
+    profile.write_text("train:\n  ours:\n    lr: 3e-05\n")
+    assert apply_profile(params, profile) == ["train.ours.lr=3e-05"]
+    assert load_params(params).train.ours.lr == 3e-05
+    profile.write_text("train:\n  ours:\n    lr: 3e-05\n    lr: 4e-05\n")
+    with pytest.raises(ParamsError, match=r"fast.yaml:4: duplicate key train.ours.lr"):
+        apply_profile(params, profile)
+
+
+def test_pipeline_validates_params_before_dvc(tmp_path, monkeypatch, capsys):
+    # `python -m flows.pipeline` must refuse bad params itself (exit status 1, our message) before Prefect or
+    # `dvc repro` start: DVC's matrix would otherwise meet an unknown dataset name first and fail with its own error.
+    import flows.pipeline as pipeline_cli
+
+    (tmp_path / "params.yaml").write_text("experiment:\n  datasets: [arithmetic, ../../etc]\n")
+    monkeypatch.setattr(pipeline_cli, "PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr(pipeline_cli, "pipeline", lambda **kw: pytest.fail("the pipeline flow started"))
+    monkeypatch.setattr("sys.argv", ["flows.pipeline"])
+    with pytest.raises(SystemExit) as e:
+        pipeline_cli.main()
+    assert "experiment.datasets.1: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'" in str(e.value.code)
+    assert str(e.value.code).startswith("error: ")  # sys.exit(str): status 1

@@ -53,7 +53,7 @@ def test_relaxation_is_a_distribution_and_approaches_one_hot():
 
 def test_one_hot_problem_reproduces_mwp2eq_nll(tiny):
     """Hard one-hot rows of the real problem tokens give exactly mwp2eq's NLL on the real example: the
-    soft prompt is lm_data's mwp2eq template token for token."""
+    soft prompt is prompts.py's mwp2eq template token for token."""
     _, mwp2eq, tok, _ = tiny
     soft, pieces = [], []
     for eq, text in RECORDS:

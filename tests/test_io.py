@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 
 from mwpgen.io import DataFormatError, atomic_directory, iter_jsonl
@@ -32,3 +35,36 @@ def test_jsonl_errors_name_the_line_and_tolerate_a_truncated_tail(tmp_path):
     path.write_text('{"a": 1}\nnot json\n{"a": 3}\n')
     with pytest.raises(DataFormatError, match=r"rows.jsonl:2:"):
         list(iter_jsonl(path, skip_truncated_tail=True))
+
+
+def test_written_files_and_folders_keep_the_umask_mode(tmp_path):
+    from mwpgen.io import atomic_directory, atomic_write_text
+
+    old = os.umask(0o027)
+    try:
+        atomic_write_text(tmp_path / "a.json", "{}\n")
+        with atomic_directory(tmp_path / "d") as tmp:
+            (tmp / "f").write_text("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o640  # not mkstemp's 0600
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o750  # not mkdtemp's 0700
+
+
+def test_a_resume_state_that_would_run_code_is_refused(tmp_path):
+    """torch.load(weights_only=True): a state file cannot execute code when read."""
+    import pickle
+
+    import torch
+
+    from mwpgen.ours.training import load_state
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path / 'pwned'}",))
+
+    path = tmp_path / "state.pt"
+    torch.save({"fingerprint": "x", "evil": Payload()}, path)
+    with pytest.raises(pickle.UnpicklingError):
+        load_state(path, None, {}, {}, "x")
+    assert not (tmp_path / "pwned").exists()

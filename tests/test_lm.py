@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.lm import prompts as lm_data
+from mwpgen.lm import prompts as lm_prompts
 from mwpgen.data.keywords import keyword_dropout
 from mwpgen.lm.decoding import generate_texts, predict_equations
 from mwpgen.lm.loading import load_model_and_tokenizer
@@ -50,12 +50,12 @@ def trained(tiny_dir, tmp_path_factory):
 def test_labels_mask_prompt_and_padding(tiny_dir):
     _, tok = load_model_and_tokenizer(str(tiny_dir), Path("unused"))
     enc = encode_example(tok, GEN[0], max_length=64)
-    n_prompt = len(lm_data.encode_prompt(tok, GEN[0].prompt))
+    n_prompt = len(lm_prompts.encode_prompt(tok, GEN[0].prompt))
     assert enc["labels"][:n_prompt] == [IGNORE_INDEX] * n_prompt
     assert enc["labels"][n_prompt:] == enc["input_ids"][n_prompt:]
     assert enc["labels"][-1] == tok.eos_token_id
     assert tok.decode(enc["labels"][n_prompt:-1]) == GEN[0].target
-    batch = lm_data.collate([enc, encode_example(tok, GEN[3], 64)], tok.pad_token_id)
+    batch = lm_prompts.collate([enc, encode_example(tok, GEN[3], 64)], tok.pad_token_id)
     short = int(batch["attention_mask"][1].sum())
     assert (batch["labels"][1, short:] == IGNORE_INDEX).all()  # right padding carries no loss
     assert (batch["input_ids"][1, short:] == tok.pad_token_id).all()
@@ -76,9 +76,9 @@ def test_loss_counts_only_target_tokens():
 
 def test_truncation_keeps_prompt_equation_and_mwp2eq_target(tiny_dir):
     _, tok = load_model_and_tokenizer(str(tiny_dir), Path("unused"))
-    n_prompt = len(lm_data.encode_prompt(tok, GEN[1].prompt))
+    n_prompt = len(lm_prompts.encode_prompt(tok, GEN[1].prompt))
     enc = encode_example(tok, GEN[1], max_length=n_prompt + 3)
-    assert enc["input_ids"][:n_prompt] == lm_data.encode_prompt(tok, GEN[1].prompt)
+    assert enc["input_ids"][:n_prompt] == lm_prompts.encode_prompt(tok, GEN[1].prompt)
     assert len(enc["input_ids"]) == n_prompt + 3 and tok.eos_token_id not in enc["labels"]
     eq_ids = tok(" " + PARSE[1].target, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     enc = encode_example(tok, PARSE[1], max_length=len(eq_ids) + 8)
@@ -92,7 +92,7 @@ def test_truncation_keeps_prompt_equation_and_mwp2eq_target(tiny_dir):
 
 
 def test_keyword_dropout_seeded_and_fresh_per_epoch():
-    epochs = lm_data.generator_epochs(RECORDS * 5, KEYWORDS, seed=3)
+    epochs = lm_prompts.generator_epochs(RECORDS * 5, KEYWORDS, seed=3)
     assert epochs(0) == epochs(0)
     assert epochs(0) != epochs(1)
     kept = [len(keyword_dropout(["a", "b", "c", "d", "e"], rng=random.Random(i))) for i in range(400)]
@@ -113,7 +113,7 @@ def test_tiny_model_overfits_and_regenerates_targets(trained):
 
 def test_batched_equals_sequential_greedy(trained):
     model, tok, *_ = trained
-    prompts = [e.prompt for e in GEN] + [lm_data.generator_prompt("x = ( num2 - num1 )", ["jar", "Tom"])]
+    prompts = [e.prompt for e in GEN] + [lm_prompts.generator_prompt("x = ( num2 - num1 )", ["jar", "Tom"])]
     batched = generate_texts(model, tok, prompts, batch_size=5, max_new_tokens=16)
     single = [generate_texts(model, tok, [p], batch_size=1, max_new_tokens=16)[0] for p in prompts]
     assert batched == single
@@ -134,7 +134,7 @@ def test_checkpoint_is_safetensors_and_reloads_identically(trained):
     assert (ckpt / "model.safetensors").is_file() and not list(ckpt.glob("*.bin"))
     assert not list(ckpt.parent.glob(".final.tmp-*"))  # atomic save left no temp dir
     reloaded, tok2 = load_model_and_tokenizer(str(ckpt), Path("unused"))
-    ids = torch.tensor([lm_data.encode_prompt(tok, GEN[0].prompt)])
+    ids = torch.tensor([lm_prompts.encode_prompt(tok, GEN[0].prompt)])
     assert tok2(GEN[0].prompt)["input_ids"] == ids[0].tolist()
     with torch.no_grad():
         assert torch.equal(model(ids).logits, reloaded(ids).logits)
@@ -162,6 +162,6 @@ def test_converted_smollm2_matches_gguf_logits():
     model, tok = load_model_and_tokenizer("smollm2-135m", DEFAULT_MODEL_CACHE)
     gguf = find_smollm2_gguf()
     src = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    ids = torch.tensor([lm_data.encode_prompt(tok, GEN[0].prompt)])
+    ids = torch.tensor([lm_prompts.encode_prompt(tok, GEN[0].prompt)])
     with torch.no_grad():
         assert torch.equal(model(ids).logits, src(ids).logits)

@@ -19,7 +19,7 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
+def project(tmp_path_factory, prefect_api):
     dest = tmp_path_factory.mktemp("project")
     copy_project(dest)
     return dest, scratch_env(dest)

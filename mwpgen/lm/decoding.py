@@ -1,7 +1,7 @@
 """Batched decoding with the KV cache: MWPs from the generator p_Theta(M | E, c) and equations from
 mwp2eq p_Phi(E | M) (the latter for the ACC-eq metric).
 
-Prompts are encoded exactly as in training (lm_data.encode_prompt), sorted by length so each batch
+Prompts are encoded exactly as in training (prompts.encode_prompt), sorted by length so each batch
 carries little padding, left-padded (so every row's next token sits in the last column and
 `generate` derives position ids from the attention mask), and returned in the caller's order.
 """

@@ -1,7 +1,7 @@
 """Fine-tuning a causal LM on prompt -> target examples (nanoGPT-style loop, kept readable).
 
 Trains the generator with L_LM (paper Eq. 3) or mwp2eq with its NLL (Eq. 4); which one
-depends only on the examples (see lm_data). Paper setting (supplementary Table "Model
+depends only on the examples (see prompts.py). Paper setting (supplementary Table "Model
 configurations"): Adam, lr 5e-5, batch 8, 20 epochs for the GPT baselines.
 """
 

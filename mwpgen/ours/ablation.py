@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from mwpgen.config import OursTrainParams
 from mwpgen.registry import ABLATION_VARIANTS, ablation_model
 
-# variant -> (overrides of train.ours, Table 4 row labels it answers (paper_results.TABLE4 keys))
+# variant -> (overrides of train.ours, Table 4 row labels it answers (evaluation.paper.TABLE4 keys))
 VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "eq_softmax": ({"context": "noun", "relaxation": "softmax", "equation_loss": True}, ("L_eq (softmax)",)),
     "eq_gumbel": ({"context": "noun", "relaxation": "gumbel", "equation_loss": True}, ("L_eq (Gumbel-softmax)",)),

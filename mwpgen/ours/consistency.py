@@ -92,7 +92,7 @@ def frozen(module: torch.nn.Module) -> Iterator[None]:
 
 
 def mwp2eq_pieces(tokenizer, equation: str) -> tuple[list[int], list[int], list[int]]:
-    """Token ids around the problem in lm_data's mwp2eq example "problem: <M> equation: <E><EOS>":
+    """Token ids around the problem in prompts.py's mwp2eq example "problem: <M> equation: <E><EOS>":
     (prefix with special tokens, suffix " equation:", target " E" + EOS)."""
     prefix = encode_prompt(tokenizer, MWP2EQ_PREFIX.rstrip())
     suffix = list(tokenizer(MWP2EQ_SUFFIX, add_special_tokens=False)["input_ids"])

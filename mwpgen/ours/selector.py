@@ -2,7 +2,7 @@
 
 Pipeline for one MWP (a processed text: whitespace words, numbers masked as num1, num2, ...):
 
-1. `tokenize_words` encodes " " + text exactly like the generator's target (lm_data) and maps every
+1. `tokenize_words` encodes " " + text exactly like the generator's target (prompts.py) and maps every
    token back to its whitespace word through the tokenizer's character offsets.
 2. `ContextSelector` embeds the tokens with a FROZEN copy of the pre-trained generator's input
    embedding matrix (supplementary "Training Details": fixed for stability), contextualises them
@@ -45,7 +45,7 @@ from mwpgen.data.keywords import is_candidate
 class WordTokens:
     """One MWP tokenised for the selector and the generator (ids are the generator's target tokens)."""
 
-    ids: list[int]  # tokens of " " + text, no special tokens (lm_data's target encoding)
+    ids: list[int]  # tokens of " " + text, no special tokens (prompts.py's target encoding)
     word_of: list[int]  # whitespace-word index of each token (-1: a token with no visible character)
     words: list[str]  # the whitespace words of text
     heads: list[tuple[int, int]]  # [start, end) token span of each candidate word's first occurrence

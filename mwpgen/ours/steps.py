@@ -17,11 +17,11 @@ We divide that whole sum by the number of problem (target) tokens in the batch, 
 the per-token mean of train_lm.lm_loss (same learning-rate scale as the baselines) and alpha, beta
 keep the paper's relative weighting. Logged "lm" and "eq" are per-token means, "kl" per problem.
 
-Generator input for one example (lm_data's template, context slot in the middle):
+Generator input for one example (prompts.py's template, context slot in the middle):
     [equation: E context:] [context slot] [ problem:] [ problem tokens] [EOS]   loss on the last two
 context_source="selector": the slot holds every candidate word of the problem, gated by c
 (selector.gated_context_embeddings); "keywords": the slot is the given keywords' tokens (the caller
-applies keyword dropout, as lm_data.generator_epochs does), i.e. the baselines' prompt.
+applies keyword dropout, as prompts.generator_epochs does), i.e. the baselines' prompt.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class JointConfig:
     mwp2eq_on_generated: bool = False  # also train mwp2eq with L_eq (see module docstring)
     permute_context: bool = True  # shuffle the slot's words per example (supplementary: "permute the order")
     max_problem_tokens: int | None = 96
-    max_length: int = 128  # mwp2eq real examples (lm_data.encode_example)
+    max_length: int = 128  # mwp2eq real examples (prompts.encode_example)
     max_grad_norm: float = 1.0
     autocast_dtype: torch.dtype | None = None  # e.g. torch.bfloat16 on CUDA
 
@@ -101,7 +101,7 @@ class Encoded:
     problem: WordTokens
     keywords: list[int]  # " kw1 kw2 ..." for context_source="keywords"
     example: JointExample
-    truncated: bool = False  # problem cut at max_problem_tokens: no EOS target (as lm_data does)
+    truncated: bool = False  # problem cut at max_problem_tokens: no EOS target (as prompts.py does)
 
 
 def encode_joint(tokenizer, ex: JointExample, max_problem_tokens: int | None = None) -> Encoded:

@@ -1,4 +1,4 @@
-"""The training loop of "ours": phase 1 then phase 2 (joint.py), resumable from its last checkpoint.
+"""The training loop of "ours": phase 1 then phase 2 (steps.py), resumable from its last checkpoint.
 
 The whole run is one sequence of global steps: phase 1 takes steps [0, S1), phase 2 [S1, S1 + S2). Step g's
 batch is a pure function of (seed, phase, epoch, position), so the data position is just g. Every
@@ -42,7 +42,7 @@ class Schedule:
     batch_size: int = 8
     lr: float = 5e-5
     seed: int = 0
-    mwp2eq_in_phase1: bool = True  # mwp2eq learns its own objective beside phase 1 (see joint.py)
+    mwp2eq_in_phase1: bool = True  # mwp2eq learns its own objective beside phase 1 (see steps.py)
     save_every: int = 10
     log_every: int = 10
 

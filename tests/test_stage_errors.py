@@ -1,0 +1,53 @@
+"""A failing stage: one line naming what went wrong (first and last), exit code 1, its metrics marked failed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from flows import common
+from flows.common import run_stage
+
+
+def failing(path):
+    raise ValueError(f"{path}:3:7: expected a JSON object")
+
+
+@pytest.fixture(autouse=True)
+def no_repeat_at_exit(monkeypatch):
+    """run_stage repeats its line when the interpreter exits: not at the end of this pytest process."""
+    monkeypatch.setattr(common, "_FAILURE", [])
+
+
+def test_a_failure_marks_the_stage_metrics_and_exits_with_one_line(tmp_path, capsys):
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text('{"records": 23162}\n')  # the last good run's
+    with pytest.raises(SystemExit) as exit_info:
+        run_stage(failing, "data/raw/x.json", failed_metrics=[metrics])
+    assert exit_info.value.code == 1
+    assert json.loads(metrics.read_text()) == {"failed": "data/raw/x.json:3:7: expected a JSON object"}
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[0].startswith("error: data/raw/x.json:3:7: expected a JSON object")
+    assert "Traceback" not in err
+
+
+def test_the_error_line_is_also_the_last_line_after_interpreter_shutdown(tmp_path):
+    code = ("import atexit, sys; from flows.common import run_stage\n"
+            "atexit.register(lambda: print('late shutdown noise', file=sys.stderr))\n"
+            "def boom(): raise RuntimeError('no trained model at models/x; run its train stage first')\n"
+            "run_stage(boom)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1
+    assert lines[0].startswith("error: no trained model at models/x") and lines[-1] == lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_debug_switch_shows_the_traceback(monkeypatch, capsys):
+    monkeypatch.setenv("MWPGEN_DEBUG", "1")
+    with pytest.raises(SystemExit):
+        run_stage(failing, "p")
+    assert "Traceback" in capsys.readouterr().err
