@@ -197,3 +197,30 @@ def test_masked_equations_keep_the_other_reasons(source, reason):
 @pytest.mark.parametrize("source", [None, 5, b"x=1"])
 def test_non_strings_are_an_equation_error(source):
     assert failure(source)[0] == "unparsable"
+
+
+def test_canonical_form_drops_only_parentheses_around_the_whole_right_hand_side():
+    from mwpgen.data.equations import canonical_equation
+
+    assert canonical_equation("x = ( num1 - num2 )") == "x = num1 - num2"
+    assert canonical_equation("x  =  ( ( num1 ) )") == "x = num1"
+    assert canonical_equation("x = ( num1 - num2 ) * ( num3 + num4 )") == "x = ( num1 - num2 ) * ( num3 + num4 )"
+    assert canonical_equation("x = ( num1") == "x = ( num1"  # malformed model output: left as it is
+    assert canonical_equation("the answer is 5") == "the answer is 5"
+
+
+@pytest.mark.parametrize("predicted, reference, same", [
+    ("x = num2 + num1", "x = ( num1 + num2 )", True),
+    ("x = num1 * ( num2 + num3 )", "x = num1 * num2 + num1 * num3", True),
+    ("x = num1 / num2 * 100", "x = num1 * 100 / num2", True),
+    ("x = 50% * num1", "x = num1 / 2", True),
+    ("x = num1 - num2", "x = num2 - num1", False),
+    ("x = num1 / num2", "x = num2 / num1", False),
+    ("x = num1 + num2 +", "x = num1 + num2", False),  # not an equation: equivalent to nothing
+    ("num1 + num2", "x = num1 + num2", False),
+    ("x = num1 + y", "x = num1 + num2", False),
+])
+def test_symbolic_equivalence(predicted, reference, same):
+    from mwpgen.data.equations import equivalent
+
+    assert equivalent(predicted, reference) is same

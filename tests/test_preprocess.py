@@ -8,7 +8,7 @@ from mwpgen.data.preprocess import PAPER_TABLE1, compare_with_paper, dataset_sta
 
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "raw"))
 
-RECORD_KEYS = ["id", "dataset", "text", "equation", "numbers", "source_text", "source_equation"]
+RECORD_KEYS = ["id", "dataset", "text", "equation", "equation_as_written", "numbers", "source_text", "source_equation"]
 QUARANTINE_KEYS = ["id", "dataset", "reason", "detail", "source_text", "source_equation"]
 
 PROBLEMS = [
@@ -38,7 +38,7 @@ def test_row_formats_match_the_architecture_doc():
     assert list(records[0]) == RECORD_KEYS
     assert records[0] == {
         "id": "1", "dataset": "mawps", "text": "Joan found num1 seashells . She has num2 left .",
-        "equation": "x = ( num1 - num2 )", "numbers": ["70.0", "27.0"],
+        "equation": "x = num1 - num2", "equation_as_written": "x = ( num1 - num2 )", "numbers": ["70.0", "27.0"],
         "source_text": "Joan found 70.0 seashells . She has 27.0 left .", "source_equation": "X=(70.0-27.0)"}
     for q in quarantined:
         assert list(q) == QUARANTINE_KEYS and q["detail"]

@@ -307,3 +307,58 @@ def normalize_equation(equation: str) -> list[str]:
 
 def equation_string(symbols: list[str]) -> str:
     return " ".join(symbols)
+
+
+def canonical_equation(equation: str) -> str:
+    """The one written form every stage uses: symbols separated by single spaces and no redundant parentheses
+    around the whole right-hand side (`x = ( num1 - num2 )` -> `x = num1 - num2`). Any string is accepted
+    (mwp2eq's output may be malformed): only a pair that really encloses the whole side is removed."""
+    symbols = equation.split()
+    if len(symbols) < 3 or symbols[1] != "=":
+        return " ".join(symbols)
+    rhs = symbols[2:]
+    while len(rhs) >= 2 and rhs[0] == "(" and rhs[-1] == ")" and _closing(rhs, 0) == len(rhs) - 1:
+        rhs = rhs[1:-1]
+    return " ".join(symbols[:2] + rhs)
+
+
+def _closing(symbols: list[str], start: int) -> int | None:
+    depth = 0
+    for i in range(start, len(symbols)):
+        depth += {"(": 1, ")": -1}.get(symbols[i], 0)
+        if depth == 0:
+            return i
+    return None
+
+
+def _sympy_rhs(symbols: list[str]):
+    """The right-hand side of `x = ...` (symbols from normalize_equation) as a sympy expression: numK tokens and
+    constants-as-written become symbols and exact rationals."""
+    import sympy
+
+    pieces = []
+    for s in symbols[2:]:
+        if is_num_token(s):
+            pieces.append(f"Symbol('{s}')")
+        elif is_number(s):
+            pieces.append(f"(Rational('{s[:-1]}')/100)" if s.endswith("%") else f"Rational('{s}')")
+        else:
+            pieces.append({"^": "**"}.get(s, s))  # operators and parentheses only (normalize_equation checked)
+    return sympy.parse_expr(" ".join(pieces), local_dict={"Symbol": sympy.Symbol, "Rational": sympy.Rational},
+                            evaluate=True)
+
+
+def equivalent(predicted: str, reference: str) -> bool:
+    """ACC-eq (equivalent): the predicted equation is symbolically the reference (sympy, `num` tokens as symbols):
+    `x = num2 + num1` matches `x = ( num1 + num2 )`. A prediction that is not a valid single-unknown equation is
+    not equivalent to anything."""
+    if canonical_equation(predicted) == canonical_equation(reference):
+        return True
+    try:
+        a, b = _sympy_rhs(normalize_equation(predicted)), _sympy_rhs(normalize_equation(reference))
+    except (EquationError, SyntaxError, TypeError, ValueError, ZeroDivisionError):
+        return False
+    import sympy
+
+    difference = sympy.cancel(sympy.together(a - b))
+    return bool(difference == 0 or sympy.simplify(difference) == 0)

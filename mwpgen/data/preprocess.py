@@ -25,12 +25,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from mwpgen.evaluation import paper as paper_results
+from mwpgen.evaluation import paper
 from mwpgen.data.raw import RawProblem
-from mwpgen.data.equations import EquationError
+from mwpgen.data.equations import EquationError, canonical_equation
 from mwpgen.data.masking import DEFAULT_CONSTANTS, MaskingError, mask_problem
 
-PAPER_TABLE1 = paper_results.TABLE1  # shown beside our statistics
+PAPER_TABLE1 = paper.TABLE1  # shown beside our statistics
 
 
 # The reference English Math23K writes 28万 (wan, 10**4) as 280000 and 1.2亿 (yi, 10**8) as
@@ -65,8 +65,10 @@ def preprocess_problems(problems: Iterable[RawProblem], constants=DEFAULT_CONSTA
         except (EquationError, MaskingError) as e:
             quarantined.append(_quarantine(p, e.reason, e.detail))
             continue
-        records.append({"id": p.id, "dataset": p.dataset, "text": m.text, "equation": m.equation,
-                        "numbers": m.numbers, "source_text": p.text, "source_equation": p.equation})
+        # Every stage trains on and compares the canonical form; Table 1 counts the symbols as written.
+        records.append({"id": p.id, "dataset": p.dataset, "text": m.text, "equation": canonical_equation(m.equation),
+                        "equation_as_written": m.equation, "numbers": m.numbers, "source_text": p.text,
+                        "source_equation": p.equation})
     return records, quarantined
 
 
@@ -78,7 +80,7 @@ def dataset_stats(records: list[dict], n_raw: int, quarantined: list[dict] | Non
         "kept": n,
         "quarantined": n_raw - n,
         "avg_words": round(sum(len(r["text"].split()) for r in records) / n, 2) if n else 0.0,
-        "avg_symbols": round(sum(len(r["equation"].split()) for r in records) / n, 2) if n else 0.0,
+        "avg_symbols": round(sum(len(r["equation_as_written"].split()) for r in records) / n, 2) if n else 0.0,
     }
     if quarantined is not None:
         stats["quarantined_by_reason"] = dict(sorted(Counter(q["reason"] for q in quarantined).items()))
