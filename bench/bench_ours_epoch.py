@@ -19,13 +19,8 @@ its per-epoch time is extrapolated from the mean step time after `--warmup-steps
 allocator's first growth). --random-arch builds a randomly initialised model of a named size around the same
 tokenizer, for timing at the paper's model size when its weights are not at hand; no generations then.
 
---selector residual is an experiment beyond the paper, not the pipeline's model: Eq. 5's linear self-attention
-over pre-trained embeddings is close to uniform (softmax of m_s.m_t / sqrt(D) with |m| ~ 3, D = 576: the
-self-weight is 0.038 against 0.032 for uniform on Arithmetic's test problems), so m~_t is the problem's mean
-embedding (cosine 0.99) and q is one value per problem. The residual selector scores sigma(w^T (m_t + m~_t) + b),
-so each word's own embedding counts. --selector-lr-scale k multiplies the selector's logit (w and b initialised
-k times smaller, so q starts where it would): under Adam that moves the logit k times faster, i.e. a selector
-learning rate k x lr, without touching the shared optimiser set-up of train_joint.
+--selector picks the selector's form (mwpgen/ours/selector.py: eq5 as the paper writes it, or the residual form
+that is the pipeline's default) and --selector-lr its own learning rate (0 = lr); --rho is its prior.
 """
 
 from __future__ import annotations
@@ -45,30 +40,12 @@ from mwpgen.io import write_generations
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
 from mwpgen.ours.bundle import generate_with_context
-from mwpgen.ours.selector import ContextSelector, selector_batch
+from mwpgen.ours.selector import SELECTOR_FORMS, ContextSelector, selector_batch
 from mwpgen.ours import training
 from mwpgen.ours.training import Schedule, train_joint
 
 # Shapes of the GPT-2 family (Radford et al. 2019; HF gpt2-* configs); the paper fine-tunes gpt2-large.
 RANDOM_ARCHS = {"gpt2": (768, 12, 12), "gpt2-medium": (1024, 24, 16), "gpt2-large": (1280, 36, 20)}
-
-
-class ExperimentalSelector(ContextSelector):
-    """Eq. 5 (residual=False) or its residual form, with the logit scaled by `scale` (see the module doc)."""
-
-    def __init__(self, embeddings: torch.Tensor, residual: bool, scale: float):
-        super().__init__(embeddings)
-        self.residual, self.scale = residual, scale
-        with torch.no_grad():
-            self.proj.weight /= scale
-            self.proj.bias /= scale
-
-    def forward(self, ids, mask, candidate):
-        m = self.embeddings[ids]
-        scores = (m @ m.transpose(1, 2) / math.sqrt(m.shape[-1])).masked_fill(~mask[:, None, :], float("-inf"))
-        m_tilde = scores.softmax(dim=-1) @ m
-        x = m + m_tilde if self.residual else m_tilde
-        return torch.sigmoid(self.scale * self.proj(x).squeeze(-1)) * candidate.to(m.dtype)
 
 
 def load_models(spec: str, cache_dir: Path, device: str, seed: int, random_arch: str | None):
@@ -132,8 +109,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2021)
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16", help="bf16 autocast applies on CUDA")
-    ap.add_argument("--selector", choices=["eq5", "residual"], default="eq5", help="residual: an experiment")
-    ap.add_argument("--selector-lr-scale", type=float, default=1.0, help="selector learning rate = this x lr")
+    ap.add_argument("--selector", choices=SELECTOR_FORMS, default="eq5", help="the selector's form")
+    ap.add_argument("--selector-lr", type=float, default=0.0, help="the selector's learning rate (0: lr)")
+    ap.add_argument("--rho", type=float, default=0.1, help="the selector's prior (residual: its starting q)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
@@ -144,18 +122,16 @@ def main() -> None:
     t_load = time.perf_counter()
     generator, mwp2eq, tokenizer = load_models(args.model, args.cache_dir, device, args.seed, args.random_arch)
     torch.manual_seed(args.seed)
-    if args.selector == "eq5" and args.selector_lr_scale == 1.0:
-        selector = ContextSelector.from_model(generator).to(device)
-    else:
-        selector = ExperimentalSelector(generator.get_input_embeddings().weight, args.selector == "residual",
-                                        args.selector_lr_scale).to(device)
+    selector = ContextSelector.from_model(generator, args.selector, args.rho).to(device)
     models = JointModels(generator, mwp2eq, tokenizer, selector)
     models.check()
     load_s = time.perf_counter() - t_load
-    config = JointConfig(max_problem_tokens=args.max_problem_tokens, max_length=args.max_length, autocast_dtype=amp)
+    config = JointConfig(rho=args.rho, max_problem_tokens=args.max_problem_tokens, max_length=args.max_length,
+                         autocast_dtype=amp)
     schedule = Schedule(phase1_epochs=args.phase1_epochs, phase1_max_steps=args.max_steps,
                         phase2_epochs=args.phase2_epochs, phase2_max_steps=args.max_steps,
-                        batch_size=args.batch_size, lr=args.lr, seed=args.seed, log_every=25)
+                        batch_size=args.batch_size, lr=args.lr, selector_lr=args.selector_lr or args.lr,
+                        seed=args.seed, log_every=25)
     examples = [JointExample(r["equation"], r["text"]) for r in fold.train]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()

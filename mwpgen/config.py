@@ -137,6 +137,12 @@ class OursTrainParams(Section):
     context: Literal["selector", "tfidf", "noun"] = Field(
         "selector", description="Context source: the learned selector, or heuristic keywords (Table 4).")
     context_loss: bool = Field(True, description="Train the selector with L_c (Table 4: w/o L_c).")
+    selector: Literal["residual", "eq5"] = Field(
+        "residual", description="Selector form: eq5 = sigma(w^T m~_t + b) as the paper writes it; residual = "
+        "sigma(w^T (m_t + m~_t) + b) started at the prior (this project's default: Eq. 5 cannot tell a "
+        "problem's words apart with SmolLM2's embeddings; README, 'Departures').")
+    selector_lr: float = Field(0.0, ge=0, le=1, description="Adam learning rate of the selector's 577 "
+                               "parameters (0 = lr, the paper's single rate).")
     mwp2eq_init: Literal["pretrained", "evaluator"] = Field(
         "pretrained", description="Start of the co-trained mwp2eq: the pre-trained LM (the paper), or a copy of "
         "the evaluator (faster on CPU, but correlates training signal and judge).")

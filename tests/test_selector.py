@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,34 @@ def test_straight_through_gives_psi_gradient_from_lm(tiny):
     assert sel.proj.weight.grad is not None and sel.proj.weight.grad.abs().sum() > 0
     assert sel.proj.bias.grad is not None and sel.proj.bias.grad.abs().item() > 0
     model.zero_grad(set_to_none=True)
+
+
+def test_residual_selector_starts_at_the_prior_and_learns_word_level_scores(tiny):
+    from mwpgen.ours.selection import selection_stats
+
+    model, tok = tiny
+    sel = ContextSelector.from_model(model, "residual", prior=0.2)
+    items = [tokenize_words(tok, p) for _, p in RECORDS]
+    batch = selector_batch(items, tok.pad_token_id)
+    q = sel(**batch)
+    assert torch.allclose(q[batch["candidate"]], torch.full_like(q[batch["candidate"]], 0.2))  # every pick learned
+    assert (q[~batch["candidate"]] == 0).all()
+    # One gradient step that rewards one word raises that word's q and not every word of the problem alike:
+    # the residual form sees each word's own embedding (Eq. 5's m~_t is nearly the same for all of them).
+    target = items[0].heads[0][0]
+    (-torch.log(sel(**batch)[0, target])).backward()
+    with torch.no_grad():
+        sel.proj.weight -= 5.0 * sel.proj.weight.grad
+    q2 = sel(**batch)[0][batch["candidate"][0]]
+    assert q2[0] > 0.2 and float(q2.max() - q2.min()) > 1e-3
+    models = JointModels(model, None, tok, sel)
+    low = selection_stats(models, [JointExample(e, p) for e, p in RECORDS], 0.01, None)  # every candidate clears it
+    assert low["picks"] == [[it.words[it.word_of[a]] for a, _ in it.heads] for it in items]
+    assert low["none_share"] == 0 and low["words_median"] == statistics.median(len(it.heads) for it in items)
+    high = selection_stats(models, [JointExample(e, p) for e, p in RECORDS], 0.99, None)
+    assert high["none_share"] == 1.0 and high["q_max"] < 0.99
+
+
+def test_unknown_selector_form_is_refused(tiny):
+    with pytest.raises(ValueError, match="selector form"):
+        ContextSelector.from_model(tiny[0], "attention")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from mwpgen.config import OursTrainParams
-from mwpgen.registry import ABLATION_VARIANTS, ablation_model
+from mwpgen.registry import ABLATION_VARIANTS
 
 # variant -> (overrides of train.ours, Table 4 row labels it answers (evaluation.paper.TABLE4 keys))
 VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {

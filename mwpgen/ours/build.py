@@ -27,12 +27,14 @@ def joint_config(cfg: OursTrainParams, device: str, mixed_precision: bool) -> Jo
 def schedule(cfg: OursTrainParams, seed: int, log_every: int) -> Schedule:
     return Schedule(phase1_epochs=cfg.phase1.epochs, phase1_max_steps=cfg.phase1.max_steps,
                     phase2_epochs=cfg.phase2.epochs, phase2_max_steps=cfg.phase2.max_steps,
-                    batch_size=cfg.batch_size, lr=cfg.lr, seed=seed, mwp2eq_in_phase1=cfg.mwp2eq_in_phase1,
+                    batch_size=cfg.batch_size, lr=cfg.lr, selector_lr=cfg.selector_lr or cfg.lr, seed=seed,
+                    mwp2eq_in_phase1=cfg.mwp2eq_in_phase1,
                     save_every=cfg.save_every, log_every=log_every)
 
 
 def build_models(model_id: str, *, context: str, equation_loss: bool, mwp2eq_init: str, device: str, seed: int,
-                 evaluator_dir: Path | None = None, cache_dir: Path = DEFAULT_MODEL_CACHE) -> JointModels:
+                 selector: str = "eq5", rho: float | None = None, evaluator_dir: Path | None = None,
+                 cache_dir: Path = DEFAULT_MODEL_CACHE) -> JointModels:
     """Generator (pre-trained `model_id`), the co-trained mwp2eq (only with L_eq: nothing else would use it) and
     the selector (only for context = selector), checked to share one vocabulary (Eq. 4 needs it)."""
     generator, tokenizer = load_model_and_tokenizer(model_id, cache_dir, device=device, seed=seed)
@@ -45,8 +47,8 @@ def build_models(model_id: str, *, context: str, equation_loss: bool, mwp2eq_ini
         mwp2eq, mwp2eq_tokenizer = load_model_and_tokenizer(model_id, cache_dir, device=device)
     # The selector reads the PRE-TRAINED embeddings, copied before any fine-tuning (supplementary).
     torch.manual_seed(seed)  # its w, b initialisation
-    selector = ContextSelector.from_model(generator).to(device) if context == "selector" else None
-    models = JointModels(generator, mwp2eq, tokenizer, selector)
+    q = ContextSelector.from_model(generator, selector, rho).to(device) if context == "selector" else None
+    models = JointModels(generator, mwp2eq, tokenizer, q)
     models.check(mwp2eq_tokenizer)
     return models
 
@@ -57,13 +59,15 @@ def train_ours(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[Joi
     """Build ours, train both phases (resuming from `resume_dir`), save the bundle; the finished bundle
     supersedes the resume state, which is deleted."""
     models = build_models(model_id, context=cfg.context, equation_loss=cfg.equation_loss,
-                          mwp2eq_init=cfg.mwp2eq_init, device=device, seed=seed, evaluator_dir=evaluator_dir)
+                          mwp2eq_init=cfg.mwp2eq_init, device=device, seed=seed, selector=cfg.selector,
+                          rho=cfg.rho, evaluator_dir=evaluator_dir)
     result = train_joint(models, examples, joint_config(cfg, device, mixed_precision),
                          schedule(cfg, seed, log_every), state_dir=resume_dir,
                          fingerprint_extra={"model": model_id, "mwp2eq_init": cfg.mwp2eq_init, "device": device},
                          on_log=on_log)
     save_bundle(bundle_dir, models.generator, models.tokenizer, models.selector,
-                {"context": cfg.context, "threshold": cfg.threshold, "max_problem_tokens": cfg.max_problem_tokens,
+                {"context": cfg.context, "selector": cfg.selector, "threshold": cfg.threshold,
+                 "max_problem_tokens": cfg.max_problem_tokens,
                  "train": cfg.model_dump(), "base_model": model_id})
     (Path(resume_dir) / STATE_FILE).unlink(missing_ok=True)
     return result | {"device": device}

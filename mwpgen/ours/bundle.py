@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from mwpgen.lm.decoding import Decoding, _generation_config
 from mwpgen.io import atomic_directory
-from mwpgen.ours.steps import JointExample, encode_joint
+from mwpgen.ours.steps import JointExample, encode_joint, pad_rows
 from mwpgen.ours.selector import ContextSelector, selected_words, selector_batch
 
 BUNDLE_FORMAT = "mwpgen-ours/1"
@@ -65,7 +65,7 @@ def load_bundle(path: Path, device: str = "cpu"):
     selector = None
     if (path / "selector.safetensors").exists():
         state = load_file(str(path / "selector.safetensors"))
-        selector = ContextSelector(state["embeddings"])
+        selector = ContextSelector(state["embeddings"], form=settings.get("selector", "eq5"))
         selector.load_state_dict(state)
         selector.to(device).eval()
     return generator.eval(), tokenizer, selector, settings
@@ -109,11 +109,7 @@ def generate_with_context(generator, tokenizer, selector: ContextSelector | None
             c, words = select_context(selector, chunk, threshold)
             contexts[start : start + len(chunk)] = words
         rows = [_prompt_embeddings(generator, e, None if c is None else c[i]) for i, e in enumerate(chunk)]
-        width = max(r.shape[0] for r in rows)
-        embeds = rows[0].new_zeros(len(rows), width, rows[0].shape[1])
-        mask = torch.zeros(len(rows), width, dtype=torch.long, device=embeds.device)
-        for i, r in enumerate(rows):  # left padding: every row's next token is in the last column
-            embeds[i, width - r.shape[0] :], mask[i, width - r.shape[0] :] = r, 1
+        embeds, mask = pad_rows(rows, left=True)
         out = generator.generate(inputs_embeds=embeds, attention_mask=mask, generation_config=config)
         for i, text in enumerate(tokenizer.batch_decode(out, skip_special_tokens=True)):
             texts[start + i] = text.split("\n", 1)[0].strip()

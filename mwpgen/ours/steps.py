@@ -134,16 +134,26 @@ def generator_inputs(generator, tokenizer, batch: Sequence[Encoded], c: torch.Te
         rows.append(torch.cat([emb(ids(b.prefix)), slot, emb(ids(b.suffix)), emb(ids(target))]))
         starts.append(len(b.prefix) + slot.shape[0] + len(b.suffix))
         labels.append([IGNORE_INDEX] * starts[-1] + target)
-    width = max(r.shape[0] for r in rows)
-    embeds = rows[0].new_zeros(len(rows), width, rows[0].shape[1])
-    lab = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long, device=dev)
-    mask = torch.zeros((len(rows), width), dtype=torch.long, device=dev)
+    embeds, mask = pad_rows(rows)
+    lab = torch.full(mask.shape, IGNORE_INDEX, dtype=torch.long, device=dev)
     for i, r in enumerate(rows):
-        embeds[i, : r.shape[0]], lab[i, : r.shape[0]], mask[i, : r.shape[0]] = r, ids(labels[i]), 1
+        lab[i, : r.shape[0]] = ids(labels[i])
     return {"inputs_embeds": embeds, "attention_mask": mask, "labels": lab, "starts": starts}
 
 
-def _generator_lm(models: JointModels, batch: Sequence[Encoded], c, config: JointConfig):
+def pad_rows(rows: Sequence[torch.Tensor], left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack [T_i, D] embedding rows into [B, T, D] with zero padding on the right (training) or the left
+    (generation: every row's next token in the last column), and the [B, T] attention mask."""
+    width = max(r.shape[0] for r in rows)
+    embeds = rows[0].new_zeros(len(rows), width, rows[0].shape[1])
+    mask = torch.zeros((len(rows), width), dtype=torch.long, device=embeds.device)
+    for i, r in enumerate(rows):
+        span = slice(width - r.shape[0], width) if left else slice(0, r.shape[0])
+        embeds[i, span], mask[i, span] = r, 1
+    return embeds, mask
+
+
+def generator_lm(models: JointModels, batch: Sequence[Encoded], c, config: JointConfig):
     """One teacher-forced generator pass: (logits, sum of Eq. 3 over target tokens, n target tokens, starts)."""
     inp = generator_inputs(models.generator, models.tokenizer, batch, c, config.permute_context)
     dev = inp["inputs_embeds"].device
@@ -166,7 +176,7 @@ def phase1_losses(models: JointModels, batch: Sequence[Encoded], config: JointCo
         c = sample_straight_through(q)  # forward 0/1, backward dc/dq = 1
         kl = bernoulli_kl(q, config.rho, cand).sum()  # L_c summed over the batch
         n_sel, n_cand = float((c.detach() * cand).sum()), float(cand.sum())
-    _, lm_sum, n_tok, _ = _generator_lm(models, batch, c, config)
+    _, lm_sum, n_tok, _ = generator_lm(models, batch, c, config)
     loss = lm_sum
     if kl is not None and config.use_context_loss:
         loss = loss + config.beta * kl
@@ -182,7 +192,7 @@ def phase2_losses(models: JointModels, batch: Sequence[Encoded], config: JointCo
     if config.context_source == "selector":
         with torch.no_grad():
             c = torch.bernoulli(_selector_q(models, batch)[0])  # frozen Psi: plain samples, no gradient
-    logits, lm_sum, n_tok, starts = _generator_lm(models, batch, c, config)
+    logits, lm_sum, n_tok, starts = generator_lm(models, batch, c, config)
     loss, out = lm_sum, {"lm": lm_sum / n_tok}
     if config.use_eq_loss:
         # logits[s - 1 + t] predicts problem token t (the EOS prediction is not part of M').

@@ -41,6 +41,7 @@ class Schedule:
     phase2_max_steps: int = 0
     batch_size: int = 8
     lr: float = 5e-5
+    selector_lr: float | None = None  # None: lr
     seed: int = 0
     mwp2eq_in_phase1: bool = True  # mwp2eq learns its own objective beside phase 1 (see steps.py)
     save_every: int = 10
@@ -149,7 +150,7 @@ def train_joint(
     fp = fingerprint(config, schedule, get(1, 0), fingerprint_extra or {})
     torch.manual_seed(schedule.seed)
     random.seed(schedule.seed)
-    optimizers = make_optimizers(models, lr=schedule.lr)
+    optimizers = make_optimizers(models, lr=schedule.lr, selector_lr=schedule.selector_lr)
     schedulers = {k: torch.optim.lr_scheduler.LambdaLR(o, lambda _s: 1.0) for k, o in optimizers.items()}
     step, history, resumed_from = 0, [], 0
     state_path = Path(state_dir) / STATE_FILE if state_dir is not None else None
