@@ -41,7 +41,7 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
                     **{f"train.seq2seq.{k}": v for k, v in cfg.model_dump().items()}})
         log.info("training %s on %s fold %d: %d examples", model, dataset, fold, len(data.train))
         result = train_seq2seq_baseline(
-            params, model, dataset, data.train, keywords, checkpoint,
+            params, model, dataset, data.train, keywords, paths, data.validation,
             on_log=lambda rec: run.metrics({"train_loss": rec["loss"], "tokens_per_s": rec["tokens_per_s"]},
                                            step=rec["step"]))
         if result["not_run"]:

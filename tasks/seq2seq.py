@@ -14,6 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config import Params
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE
+from mwpgen.paths import FoldPaths
 from mwpgen.seq2seq.baseline import generate_baseline, train_baseline
 from mwpgen.runtime import resolve_device
 
@@ -23,13 +24,15 @@ GLOVE_CACHE = DEFAULT_MODEL_CACHE / "glove"
 
 @task(cache_policy=NO_CACHE)
 def train_seq2seq_baseline(params: Params, model: str, dataset: str, train_records: Sequence[dict],
-                           train_keywords: Mapping[str, Sequence[str]], checkpoint_dir: Path,
+                           train_keywords: Mapping[str, Sequence[str]], paths: FoldPaths,
+                           validation_records: Sequence[dict] = (),
                            on_log: Callable[[dict], None] | None = None) -> dict:
     """Train one seq2seq baseline; returns train_baseline's summary ({"not_run": reason} without GloVe)."""
-    return train_baseline(params.train.seq2seq, model, dataset, train_records, train_keywords, checkpoint_dir,
+    return train_baseline(params.train.seq2seq, model, dataset, train_records, train_keywords, paths.model_dir,
                           keyword_dropout=params.keywords.dropout, seed=params.experiment.seed,
                           device=resolve_device(params.train.device), glove_cache_dir=GLOVE_CACHE,
-                          log_every=params.train.log_every, on_log=on_log)
+                          log_every=params.train.log_every, on_log=on_log, validation_records=validation_records,
+                          resume_dir=paths.resume_dir)
 
 
 @task(cache_policy=NO_CACHE)

@@ -258,3 +258,51 @@ def test_stepwise_decoding_matches_teacher_forcing_for_other_rnn_shapes(vocabs, 
     for i, h in enumerate(hyps):
         forced = sum(logp[i, t, tok].item() for t, tok in enumerate(h.tokens + [EOS_ID] * h.finished))
         assert forced == pytest.approx(h.logprob, abs=1e-4)
+
+
+# ---------------------------------------------------------------- validation, early stopping, resume
+
+def _fresh(vocabs, name="transformer"):
+    src_vocab, tgt_vocab = vocabs
+    model_cfg, train_cfg, _ = CONFIGS[name]
+    cfg = {**model_cfg, "dropout": 0.1, "src_vocab_size": len(src_vocab), "tgt_vocab_size": len(tgt_vocab)}
+    return build_model(cfg, seed=0), train_cfg
+
+
+def test_validation_keeps_the_best_weights_and_stops_early(vocabs, examples):
+    model, train_cfg = _fresh(vocabs)
+    # Validation on other problems than the training ones: overfitting 3 examples raises its NLL at some point.
+    result = train_seq2seq(model, examples[:3] * 2, steps=200, seed=0, log_every=1000, validation=examples[3:],
+                           eval_every=5, patience=3, **train_cfg)
+    steps, losses = [s for s, _ in result["val"]], [v for _, v in result["val"]]
+    assert steps[:2] == [5, 10] and result["best_val_loss"] == min(losses)
+    assert result["best_step"] == steps[losses.index(min(losses))]
+    assert result["stopped_early"] and result["steps"] < 200
+    assert all(v > result["best_val_loss"] for v in losses[-3:])  # three measurements without a new best
+    from mwpgen.seq2seq.train import validation_nll
+
+    assert validation_nll(model, examples[3:], "cpu") == pytest.approx(result["best_val_loss"], abs=1e-6)
+
+
+def test_a_killed_run_resumes_to_the_same_weights(vocabs, examples, tmp_path):
+    def run(on_log=None):
+        model, train_cfg = _fresh(vocabs)
+        out = train_seq2seq(model, examples, steps=14, seed=0, log_every=1, on_log=on_log, validation=examples[:2],
+                            eval_every=4, resume_dir=tmp_path / "state", save_every=3, **train_cfg)
+        return model, out
+
+    reference, ref_out = run()
+    assert not (tmp_path / "state" / "state.pt").exists()  # the finished run drops its state
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_8(record):
+        if record["step"] == 8:
+            raise Killed
+    with pytest.raises(Killed):
+        run(kill_at_8)
+    assert (tmp_path / "state" / "state.pt").exists()  # written at step 6
+    resumed, out = run()
+    assert out["losses"] == ref_out["losses"] and out["val"] == ref_out["val"]
+    assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), resumed.state_dict().values()))

@@ -17,7 +17,8 @@ from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import generator_example, generator_prompt, mwp2eq_example
 from mwpgen.ours.bundle import generate_with_context, load_bundle, save_bundle
 from mwpgen.ours.selector import ContextSelector
-from mwpgen.ours.training import STATE_FILE, ResumeMismatch, Schedule, train_joint
+from mwpgen.ours.training import Schedule, train_joint
+from mwpgen.resume import STATE_FILE, ResumeMismatch
 
 RECORDS = [
     ("x = ( num1 - num2 )", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",

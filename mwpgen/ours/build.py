@@ -12,7 +12,8 @@ from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, loa
 from mwpgen.ours.bundle import save_bundle
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels
-from mwpgen.ours.training import STATE_FILE, Schedule, train_joint
+from mwpgen.ours.training import Schedule, train_joint
+from mwpgen.resume import STATE_FILE
 from mwpgen.runtime import autocast_dtype
 
 

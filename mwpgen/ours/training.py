@@ -15,10 +15,7 @@ here are constant and exist so that a schedule change cannot silently break resu
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -27,10 +24,11 @@ from typing import Callable, Sequence
 
 import torch
 
+from mwpgen import resume
+from mwpgen.resume import STATE_FILE
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, make_optimizers, mwp2eq_step, phase1_step, \
     phase2_step
 
-STATE_FILE = "state.pt"
 
 
 @dataclass(frozen=True)
@@ -53,16 +51,10 @@ class Schedule:
         return cap(self.phase1_epochs, self.phase1_max_steps), cap(self.phase2_epochs, self.phase2_max_steps)
 
 
-class ResumeMismatch(RuntimeError):
-    """The saved training state belongs to a different run configuration."""
-
-
-def fingerprint(config: JointConfig, schedule: Schedule, examples: Sequence[JointExample], extra: dict) -> str:
-    """sha256 of what shapes the run: a state is resumed only by the run that wrote it."""
-    cfg = {k: str(v) for k, v in vars(config).items()}
-    data = [(e.equation, e.problem, list(e.keywords)) for e in examples]
-    blob = json.dumps({"config": cfg, "schedule": vars(schedule), "data": data, "extra": extra}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()
+def run_fingerprint(config: JointConfig, schedule: Schedule, examples: Sequence[JointExample], extra: dict) -> str:
+    """What shapes the run: a state is resumed only by the run that wrote it."""
+    return resume.fingerprint(config={k: str(v) for k, v in vars(config).items()}, schedule=vars(schedule),
+                              data=[(e.equation, e.problem, list(e.keywords)) for e in examples], extra=extra)
 
 
 def _batch_indices(n: int, batch_size: int, seed: int, phase: int, epoch: int) -> list[list[int]]:
@@ -78,20 +70,6 @@ def _position(step: int, s1: int, n: int, batch_size: int) -> tuple[int, int, in
     return phase, local // per_epoch, local % per_epoch
 
 
-def _rng_state() -> dict:
-    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
 def _modules(models: JointModels) -> dict[str, torch.nn.Module]:
     out = {"generator": models.generator}
     if models.mwp2eq is not None:
@@ -103,29 +81,20 @@ def _modules(models: JointModels) -> dict[str, torch.nn.Module]:
 
 def save_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict, step: int, history: list,
                fp: str) -> None:
-    state = {"fingerprint": fp, "step": step, "history": history, "rng": _rng_state(),
-             "models": {k: m.state_dict() for k, m in _modules(models).items()},
-             "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
-             "schedulers": {k: s.state_dict() for k, s in schedulers.items()}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    torch.save(state, tmp)
-    os.replace(tmp, path)  # a kill mid-write leaves the previous state intact
+    resume.save(path, fp, {"step": step, "history": history,
+                           "models": {k: m.state_dict() for k, m in _modules(models).items()},
+                           "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
+                           "schedulers": {k: s.state_dict() for k, s in schedulers.items()}})
 
 
 def load_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict, fp: str) -> tuple[int, list]:
-    state = torch.load(path, map_location="cpu", weights_only=True)  # a state file can never run code
-    if state.get("fingerprint") != fp:
-        raise ResumeMismatch(
-            f"{path} was written by a run with different settings or data; delete it to start over "
-            f"(saved fingerprint {str(state.get('fingerprint'))[:12]}, this run {fp[:12]})")
+    state = resume.load(path, fp)
     for k, m in _modules(models).items():
         m.load_state_dict(state["models"][k])
     for k, o in optimizers.items():
         o.load_state_dict(state["optimizers"][k])
     for k, s in schedulers.items():
         s.load_state_dict(state["schedulers"][k])
-    _set_rng_state(state["rng"])
     return state["step"], state["history"]
 
 
@@ -147,7 +116,7 @@ def train_joint(
     get = examples if callable(examples) else (lambda _p, _e: examples)
     n = len(get(1, 0))
     s1, s2 = schedule.phase_steps(n)
-    fp = fingerprint(config, schedule, get(1, 0), fingerprint_extra or {})
+    fp = run_fingerprint(config, schedule, get(1, 0), fingerprint_extra or {})
     torch.manual_seed(schedule.seed)
     random.seed(schedule.seed)
     optimizers = make_optimizers(models, lr=schedule.lr, selector_lr=schedule.selector_lr)

@@ -32,7 +32,8 @@ from mwpgen.seq2seq.glove import GLOVE_DIM, GloveUnavailable, embedding_matrix, 
 from mwpgen.io import DataFormatError, atomic_directory
 
 from .decode import generate
-from .train import MODEL_PRESETS, TRAIN_PRESETS, build_model, load_checkpoint, train_seq2seq, training_epochs
+from .train import (MODEL_PRESETS, TRAIN_PRESETS, build_model, encode_example, load_checkpoint, train_seq2seq,
+                    training_epochs)
 from .vocab import build_vocabs, source_tokens
 
 SEQ2SEQ_MODELS = registry.names("seq2seq")
@@ -86,11 +87,14 @@ def train_baseline(cfg, model: str, dataset: str, train_records: Sequence[Mappin
                    train_keywords: Mapping[str, Sequence[str]], checkpoint_dir: str | os.PathLike, *,
                    keyword_dropout: float = 0.3, seed: int = 0, device: str | torch.device = "cpu",
                    glove_cache_dir: str | os.PathLike | None = None, log_every: int = 50,
-                   on_log: Callable[[dict], None] | None = None) -> dict[str, Any]:
+                   on_log: Callable[[dict], None] | None = None, validation_records: Sequence[dict] = (),
+                   resume_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Train one baseline on the training fold and save it with save_checkpoint into `checkpoint_dir`.
 
     Vocabularies come from the training records and their full keyword lists; every epoch draws fresh keyword
-    dropout (p `keyword_dropout`, supplementary "Training Details"). Returns {"not_run": None, "setup",
+    dropout (p `keyword_dropout`, supplementary "Training Details"); `validation_records` (with their full keyword
+    lists, also in `train_keywords`) choose the kept weights and stop training early (cfg.eval_every, cfg.patience);
+    `resume_dir` holds the state a killed run resumes from. Returns {"not_run": None, "setup",
     "n_train", "src_vocab_size", "tgt_vocab_size", "n_params", "glove" (coverage or None), "train": train_seq2seq's
     result}; for seq2seq_rnn_glove without GloVe vectors: {"not_run": reason, ...} and nothing is written."""
     src_vocab, tgt_vocab = build_vocabs(train_records, train_keywords)
@@ -107,8 +111,13 @@ def train_baseline(cfg, model: str, dataset: str, train_records: Sequence[Mappin
         except GloveUnavailable as e:
             return {**info, "not_run": f"no GloVe vectors: {e}"}
     examples = training_epochs(train_records, train_keywords, src_vocab, tgt_vocab, p=keyword_dropout, seed=seed)
+    validation = [encode_example(src_vocab, tgt_vocab, r["equation"], train_keywords.get(r["id"], ()), r["text"])
+                  for r in validation_records]
     info["train"] = train_seq2seq(net, examples, **setup["train"], seed=seed, device=device, log_every=log_every,
-                                  on_log=on_log, checkpoint_dir=checkpoint_dir, vocabs=(src_vocab, tgt_vocab))
+                                  on_log=on_log, checkpoint_dir=checkpoint_dir, vocabs=(src_vocab, tgt_vocab),
+                                  validation=validation, eval_every=cfg.eval_every, patience=cfg.patience,
+                                  resume_dir=resume_dir, save_every=cfg.save_every,
+                                  fingerprint_extra={"model": model, "dataset": dataset, "glove": info["glove"]})
     return info
 
 

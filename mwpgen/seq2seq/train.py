@@ -17,6 +17,7 @@ summary), src_vocab.json, tgt_vocab.json; written into a temp folder beside it, 
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -26,6 +27,8 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
+from mwpgen import resume
+from mwpgen.resume import STATE_FILE
 from mwpgen.runtime import ProgressLog
 from mwpgen.io import DataFormatError, atomic_directory
 from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
@@ -190,14 +193,25 @@ def train_seq2seq(
     on_log: Callable[[dict], None] | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
     vocabs: tuple[Vocab, Vocab] | None = None,
+    validation: Sequence[Example] = (),
+    eval_every: int = 0,
+    patience: int = 0,
+    resume_dir: str | os.PathLike | None = None,
+    save_every: int = 50,
+    fingerprint_extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train for `steps` optimizer steps (epochs restart as needed; `examples` may be `epoch -> examples` for
     fresh keyword dropout). optimizer: "adagrad" (lr = learning rate) or "noam" (Adam + Noam, lr = the factor).
     batch_type "examples" | "tokens" (batch_size = padded tokens). normalization:
     "sents" (loss sum / batch size, OpenNMT's RNN default) or "tokens" (per target token).
     If `checkpoint_dir` is given, `vocabs` = (src_vocab, tgt_vocab) must be too; the checkpoint is written at
-    the end. Returns {"losses": per-step NLL per token, "log", "steps", "epochs", "tokens", "wall_time_s",
-    "checkpoint_dir"}."""
+    the end.
+    With `validation` examples, the NLL per target token on them is measured every `eval_every` steps (0: at each
+    epoch's end) and at the last step; the weights with the lowest one are the ones kept, and training stops after
+    `patience` measurements without a new best (0: never early). With `resume_dir`, the full training state is
+    written there every `save_every` steps and a killed run resumes from it (mwpgen/resume.py).
+    Returns {"losses": per-step NLL per token, "val": [(step, NLL)], "best_step", "best_val_loss",
+    "stopped_early", "log", "steps", "epochs", "tokens", "wall_time_s", "checkpoint_dir"}."""
     if checkpoint_dir is not None and vocabs is None:
         raise ValueError("saving a checkpoint needs vocabs=(src_vocab, tgt_vocab)")
     if normalization not in ("sents", "tokens"):
@@ -210,14 +224,47 @@ def train_seq2seq(
     get_examples = examples if callable(examples) else (lambda _epoch: examples)
 
     losses: list[float] = []
+    val: list[tuple[int, float]] = []
+    best: dict[str, Any] = {"step": 0, "loss": math.inf, "weights": None, "bad": 0}
     progress = ProgressLog(steps, log_every, on_log)
-    step = epoch = total_tokens = 0
+    step = epoch = total_tokens = position = 0
+    epoch_rng = rng.getstate()
+    state_path = Path(resume_dir) / STATE_FILE if resume_dir is not None else None
+    fp = resume.fingerprint(steps=steps, optimizer=optimizer, lr=lr, batch_size=batch_size, batch_type=batch_type,
+                            warmup_steps=warmup_steps, label_smoothing=label_smoothing, seed=seed,
+                            config=getattr(model, "config", None), eval_every=eval_every, patience=patience,
+                            data=list(get_examples(0)), validation=list(validation), extra=fingerprint_extra)
+    state = resume.load(state_path, fp) if state_path is not None else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        if scheduler is not None:
+            scheduler.load_state_dict(state["scheduler"])
+        step, epoch, position, total_tokens = state["step"], state["epoch"], state["position"], state["tokens"]
+        losses, val, best, epoch_rng = state["losses"], [tuple(v) for v in state["val"]], state["best"], state["epoch_rng"]
+        print(f"resuming from {state_path} at step {step}/{steps}", flush=True)
+
+    def measure() -> bool:
+        """Validation NLL now; keep the best weights. True when patience has run out."""
+        loss = validation_nll(model, validation, device)
+        val.append((step, loss))
+        if loss < best["loss"]:
+            best.update(step=step, loss=loss, bad=0,
+                        weights={k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+        else:
+            best["bad"] += 1
+        print(f"step {step} validation NLL {loss:.4f} (best {best['loss']:.4f} at step {best['step']})", flush=True)
+        return patience > 0 and best["bad"] >= patience
+
+    stop = False
     t_start = time.perf_counter()
-    while step < steps:
+    while step < steps and not stop:
         data = get_examples(epoch)
         if not data:
             raise ValueError("no training examples")
-        for idx in make_batches(data, batch_size=batch_size, batch_type=batch_type, rng=rng):
+        rng.setstate(epoch_rng)
+        batches = make_batches(data, batch_size=batch_size, batch_type=batch_type, rng=rng)
+        for idx in batches[position:]:
             if step >= steps:
                 break
             src, tgt_in, tgt_out = collate([data[i] for i in idx], device)
@@ -231,12 +278,28 @@ def train_seq2seq(
             if scheduler is not None:
                 scheduler.step()
             step += 1
+            position += 1
             nll_value = nll.item()
             losses.append(nll_value / max(1, n_tok))
             progress.add(nll_value, n_tok, n_tok, len(idx))  # the window's loss: NLL per target token
             total_tokens += n_tok
             progress.step(step, epoch, lr_now)
-        epoch += 1
+            if validation and ((eval_every and step % eval_every == 0) or step == steps):
+                stop = measure()
+            if state_path is not None and (step % save_every == 0 or stop):
+                resume.save(state_path, fp, {
+                    "model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "scheduler": scheduler.state_dict() if scheduler is not None else None, "step": step,
+                    "epoch": epoch, "position": position, "tokens": total_tokens, "losses": losses, "val": val,
+                    "best": best, "epoch_rng": epoch_rng})
+            if stop:
+                break
+        if not stop and step < steps:
+            if validation and not eval_every:
+                stop = measure()
+            epoch, position, epoch_rng = epoch + 1, 0, rng.getstate()
+    if best["weights"] is not None:
+        model.load_state_dict(best["weights"])
 
     model.eval()
     wall = time.perf_counter() - t_start
@@ -244,11 +307,28 @@ def train_seq2seq(
                "optimizer": optimizer, "lr": lr, "batch_size": batch_size, "batch_type": batch_type,
                "warmup_steps": warmup_steps if optimizer == "noam" else None, "max_grad_norm": max_grad_norm,
                "label_smoothing": label_smoothing, "normalization": normalization, "seed": seed,
-               "final_loss": losses[-1] if losses else None}
+               "final_loss": losses[-1] if losses else None, "val": val, "best_step": best["step"] or None,
+               "best_val_loss": best["loss"] if val else None, "stopped_early": stop}
     if checkpoint_dir is not None:
         save_checkpoint(checkpoint_dir, model, *vocabs, training=summary)
+    if state_path is not None:
+        state_path.unlink(missing_ok=True)  # the saved model supersedes the resume state
     return {"losses": losses, "log": progress.records, **summary,
             "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else None}
+
+
+@torch.no_grad()
+def validation_nll(model: torch.nn.Module, examples: Sequence[Example], device, batch_size: int = 64) -> float:
+    """Teacher-forced NLL per target token (no label smoothing, no dropout) over `examples`."""
+    was_training = model.training
+    model.eval()
+    nll_sum, n = 0.0, 0
+    for start in range(0, len(examples), batch_size):
+        src, tgt_in, tgt_out = collate(examples[start : start + batch_size], device)
+        _, nll, n_tok = seq2seq_loss(model(src, tgt_in), tgt_out)
+        nll_sum, n = nll_sum + float(nll), n + n_tok
+    model.train(was_training)
+    return nll_sum / max(n, 1)
 
 
 # ---------------------------------------------------------------- checkpoints
