@@ -3,7 +3,9 @@
 BLEU-4, METEOR and ROUGE-L against the real test problem (pycocoevalcap after its PTB tokenizer, one METEOR JVM);
 ACC-eq = the evaluator mwp2eq (trained on this training fold's real problems only) parses each generated problem
 back into exactly the input equation's symbols; % novel = generated problems whose normalised text is not in the
-training fold; ACC-eq over novel problems only; Dist-3.
+training fold; ACC-eq over novel problems only; Dist-3. ACC-eq (equivalent): the parse is symbolically the input
+equation. The per-problem predictions file also keeps each problem's BLEU statistics (metrics.bleu_stats), from
+which the report recomputes corpus BLEU-4 on the bootstrap resamples of its paired comparisons.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,
                   "timings_s": {**{k: round(v, 3) for k, v in timings.items()}, "parse": round(parse_s, 3)}}
         write_json(out, result)
-        log.info("%s %s fold %d: BLEU-4 %.3f METEOR %.3f ROUGE-L %.3f ACC-eq %.3f novel %.3f", model, dataset, fold,
-                 scores["bleu4"], scores["meteor"], scores["rouge_l"], scores["acc_eq"], scores["novelty"])
+        log.info("%s %s fold %d: BLEU-4 %.3f METEOR %.3f ROUGE-L %.3f ACC-eq %.3f (equivalent %.3f) novel %.3f", model,
+                 dataset, fold, scores["bleu4"], scores["meteor"], scores["rouge_l"], scores["acc_eq"],
+                 scores["acc_eq_equivalent"], scores["novelty"])
         run.metrics({k: v for k, v in scores.items() if isinstance(v, (int, float))})
         run.artifact(out)
         run.artifact(pred_path, "predictions")

@@ -2,6 +2,8 @@
 
 Table 2 (every model), Table 3 (% novel, ACC-eq on novel problems, Dist-3), Table 4 (the ablation variants
 that ran, plus the default "ours" as the full model) and Table 5 (keywords the selector picks).
+Tables 2 and 4 compare every model with GPT-pre on the same test problems: a paired bootstrap over the per-problem
+records of results/predictions (seeded with experiment.seed) gives the 95% interval of each difference.
 Writes reports/table{2,3,4,5}.{md,csv,tex} and reports/README.md (tables + what was run), metrics/report.json
 for `dvc metrics show/diff`, and logs every table and per-fold prediction file to MLflow.
 """
@@ -13,7 +15,8 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config import Params
-from mwpgen.evaluation.report import summary, table2, table3, table4, table5
+from mwpgen.evaluation.report import (BASELINE, REFERENCE_METRICS, deltas_vs_gpt_pre, summary, table2, table3, table4,
+                                      table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tasks.tracking import stage_run
@@ -71,6 +74,14 @@ def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, 
     return out, selection
 
 
+def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
+    """{"ours": {"arithmetic": {"bleu4": x}}} -> {"ours.arithmetic.bleu4": x}, the dotted names of `dvc metrics`."""
+    out = {}
+    for key, value in tree.items():
+        out |= _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+    return out
+
+
 @flow(name="report")
 def report(params: Params) -> dict:
     log = get_run_logger()
@@ -92,18 +103,24 @@ def report(params: Params) -> dict:
     trained = [(m, d, k) for m in (*models, registry.EVALUATOR.name) for d, k in runs] + ablation_models
     train_metrics = {fold_paths(m, d, k).name: read_json(fold_paths(m, d, k).train_metrics) for m, d, k in trained
                      if fold_paths(m, d, k).train_metrics.exists() or m == registry.EVALUATOR.name}  # the oracle row
+    evaluator = {(d, k): train_metrics[fold_paths(registry.EVALUATOR.name, d, k).name] for d, k in runs}
     oracle = [{"model": registry.EVALUATOR.name, "dataset": d, "fold": k,
-               "oracle_acc_eq": train_metrics[fold_paths(registry.EVALUATOR.name, d, k).name]["oracle_acc_eq"]}
-              for d, k in runs]
+               **{key: m[key] for key in (*REFERENCE_METRICS, "chance_equation") if key in m}}
+              for (d, k), m in evaluator.items()]
+    # Per-problem records for the paired comparisons with GPT-pre, also on the ablation folds where it has run.
+    compared = {*runs_of, *((BASELINE, d, k) for _, d, k in ablation_models)}
+    predictions = {r: read_jsonl(fold_paths(*r).predictions) for r in sorted(compared)
+                   if fold_paths(*r).predictions.exists()}
+    deltas = deltas_vs_gpt_pre(predictions, exp.seed)
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp)
     with stage_run("report") as run:
         run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
-        tables = {"table2": table2(scores, oracle, models, exp.datasets),
+        tables = {"table2": table2(scores, oracle, models, exp.datasets, deltas),
                   "table3": table3(scores, models, exp.datasets),
                   "table4": table4(scores, lambda m: variant_of(m, trained_variants), table4_rows, TABLE4_ROWS,
-                                   ab.datasets),
+                                   ab.datasets, predictions, exp.seed),
                   "table5": table5(examples, selection=selection)}
         for name, table in tables.items():
             for ext in ("md", "csv", "tex"):
@@ -114,10 +131,10 @@ def report(params: Params) -> dict:
                  _what_was_run(params, train_metrics)
         atomic_write_text(REPORTS / "README.md", readme)
         run.artifact(REPORTS / "README.md", "tables")
-        metrics = summary(scores, oracle)
+        metrics = summary(scores, oracle, deltas)
         write_json(PROJECT_ROOT / "metrics" / "report.json", metrics)
         run.artifact(PROJECT_ROOT / "results" / "predictions", "predictions")
-        run.metrics({f"{m}.{d}.{k}": v for m, ds in metrics.items() for d, ks in ds.items() for k, v in ks.items()})
+        run.metrics(_flat(metrics))
         log.info("\n%s", readme)
     return metrics
 

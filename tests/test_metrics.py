@@ -7,6 +7,7 @@ import math
 import threading
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 
 from mwpgen.evaluation import paper as paper_results
@@ -20,6 +21,7 @@ from mwpgen.evaluation.metrics import (
     novelty,
     sanitize_text,
 )
+from mwpgen.evaluation.report import corpus_bleu
 
 REFS = [
     "Joan found num1 seashells on the beach . She gave Sam some of her seashells . How many seashells did she give ?",
@@ -87,6 +89,8 @@ def test_awkward_hypotheses_complete_and_stay_aligned(scorer):
     assert out["meteor_per_item"][-1] == pytest.approx(1.0) and out["rouge_l_per_item"][-1] == 1.0
     assert out["meteor_per_item"][2] == 0.0 and out["rouge_l_per_item"][2] == 0.0
     assert out["rouge_l_per_item"][0] > 0.3  # the newline did not cut the hypothesis
+    # the per-item BLEU statistics (kept for the report's bootstrap) give back pycocoevalcap's corpus BLEU-4
+    assert corpus_bleu(np.sum(out["bleu_stats_per_item"], axis=0)) == pytest.approx(out["bleu4"], abs=1e-9)
 
 
 def test_sanitize_text():
@@ -167,3 +171,12 @@ def test_paper_results_spot_values():
     assert paper_results.TABLE4["full model"]["math23k"] == {"bleu4": 0.332, "acc_eq": 0.513}
     for table in (paper_results.TABLE2, paper_results.TABLE4):
         assert all(set(row) == set(paper_results.DATASETS) for row in table.values())
+
+
+def test_acc_eq_exact_in_the_canonical_form_and_equivalent():
+    from mwpgen.evaluation.metrics import acc_eq
+
+    predicted = ["x = num1 + num2", "x = num2 + num1", "x = num1 - num2", "garbage"]
+    reference = ["x = ( num1 + num2 )"] * 2 + ["x = num2 - num1", "x = num1"]
+    assert acc_eq(predicted, reference) == 0.25  # only the first: redundant parentheses are not significant
+    assert acc_eq(predicted, reference, equivalent_too=True) == 0.5  # num2 + num1 is the same equation

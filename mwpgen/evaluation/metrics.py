@@ -35,9 +35,12 @@ import math
 import threading
 import time
 import unicodedata
+from collections import Counter
 from typing import Any, Sequence
 
+from mwpgen.data.equations import canonical_equation, equivalent
 from mwpgen.data.masking import split_text
+from mwpgen.data.splits import normalise_text  # the same identity as the splits' leakage check
 
 MAX_HYPOTHESIS_CHARS = 2000
 DEFAULT_METEOR_TIMEOUT_S = 600.0
@@ -173,8 +176,8 @@ class TextScorer:
 
         Returns ``bleu4, meteor, rouge_l, n, n_empty_hypotheses, n_truncated, timings_s`` (seconds per step:
         ``tokenize`` incl. sanitising, ``bleu``, ``rouge_l``, ``meteor_start`` = remaining JVM start-up wait,
-        ``meteor``) and, with `per_item`, per-item lists ``bleu4_per_item`` (sentence BLEU-4), ``meteor_per_item``,
-        ``rouge_l_per_item``.
+        ``meteor``) and, with `per_item`, per-item lists ``bleu4_per_item`` (sentence BLEU-4), ``bleu_stats_per_item``
+        (:func:`bleu_stats`), ``meteor_per_item``, ``rouge_l_per_item``.
         """
         from pycocoevalcap.bleu.bleu import Bleu
         from pycocoevalcap.rouge.rouge import Rouge
@@ -219,27 +222,53 @@ class TextScorer:
         }
         if per_item:
             out["bleu4_per_item"] = [float(s) for s in bleu_items[3]]
+            out["bleu_stats_per_item"] = [bleu_stats(res[i][0], gts[i]) for i in range(n)]
             out["meteor_per_item"] = meteor_items
             out["rouge_l_per_item"] = [float(s) for s in rouge_items]
         return out
 
 
+def bleu_stats(hypothesis: str, references: Sequence[str]) -> list[int]:
+    """One item's sufficient statistics of pycocoevalcap's corpus BLEU-4, cooked by pycocoevalcap itself (option
+    "closest", as `Bleu.compute_score` uses): [clipped n-gram matches for n = 1..4, hypothesis n-grams for n = 1..4,
+    hypothesis length, closest reference length]. Summed over any multiset of items they give that corpus's BLEU-4
+    (evaluation.report.corpus_bleu), which the paired bootstrap needs. Inputs are PTB-tokenised strings."""
+    from pycocoevalcap.bleu.bleu_scorer import cook_refs, cook_test
+
+    cooked = cook_test(hypothesis, cook_refs(references), eff="closest")
+    return [*cooked["correct"], *cooked["guess"], cooked["testlen"], cooked["reflen"]]
+
+
 def equation_symbols(equation: str) -> tuple[str, ...]:
-    """Symbol sequence of a space-separated equation; whitespace differences are not significant."""
-    return tuple(equation.split())
+    """Symbol sequence of an equation in the canonical form (data.equations.canonical_equation): whitespace and
+    redundant parentheses around the whole right-hand side are not significant."""
+    return tuple(canonical_equation(equation).split())
 
 
-def acc_eq(predicted_equations: Sequence[str], reference_equations: Sequence[str]) -> float:
-    """ACC-eq: fraction of mwp2eq predictions whose symbol sequence equals the input equation exactly.
-
-    NaN for empty input (undefined, and not to be mistaken for 0).
-    """
+def equation_matches(predicted_equations: Sequence[str], reference_equations: Sequence[str],
+                     equivalent_too: bool = False) -> list[bool]:
+    """Per item: the prediction equals the reference in the canonical form (the paper's exact ACC-eq), or, with
+    `equivalent_too`, is symbolically the same equation (data.equations.equivalent)."""
     if len(predicted_equations) != len(reference_equations):
         raise ValueError(f"{len(predicted_equations)} predictions but {len(reference_equations)} references")
-    if not predicted_equations:
-        return math.nan
-    hits = sum(equation_symbols(p) == equation_symbols(r) for p, r in zip(predicted_equations, reference_equations))
-    return hits / len(predicted_equations)
+    same = equivalent if equivalent_too else (lambda p, r: equation_symbols(p) == equation_symbols(r))
+    return [same(p, r) for p, r in zip(predicted_equations, reference_equations)]
+
+
+def acc_eq(predicted_equations: Sequence[str], reference_equations: Sequence[str],
+           equivalent_too: bool = False) -> float:
+    """ACC-eq: fraction of mwp2eq predictions that equal the input equation in the canonical form (with
+    `equivalent_too`: that are symbolically the input equation). NaN for empty input (undefined, not 0)."""
+    hits = equation_matches(predicted_equations, reference_equations, equivalent_too)
+    return sum(hits) / len(hits) if hits else math.nan
+
+
+def most_frequent_equation(records: Sequence[dict]) -> str:
+    """The chance baseline of ACC-eq: the training fold's most frequent equation in the canonical form (ties: the
+    first in sorted order, so the choice is reproducible)."""
+    counts = Counter(canonical_equation(r["equation"]) for r in records)
+    best = max(counts.values())
+    return min(e for e, n in counts.items() if n == best)
 
 
 def acc_eq_subset(predicted_equations: Sequence[str], reference_equations: Sequence[str],
@@ -251,19 +280,14 @@ def acc_eq_subset(predicted_equations: Sequence[str], reference_equations: Seque
     return acc_eq([predicted_equations[i] for i in keep], [reference_equations[i] for i in keep])
 
 
-def normalize_text(text: str) -> str:
-    """Lowercase, collapse whitespace, strip: the identity used by `novelty`."""
-    return " ".join(text.lower().split())
-
-
 def novelty(generated_texts: Sequence[str], training_texts: Sequence[str]) -> tuple[float, list[bool]]:
     """Table 3: fraction of generated problems whose normalised text is not in the training fold, and the mask.
 
     Generated and training texts must be tokenised alike (e.g. both whitespace-tokenised as in the processed
     data): only case and whitespace are normalised. The fraction is NaN for no generated texts.
     """
-    seen = {normalize_text(t) for t in training_texts}
-    mask = [normalize_text(g) not in seen for g in generated_texts]
+    seen = {normalise_text(t) for t in training_texts}
+    mask = [normalise_text(g) not in seen for g in generated_texts]
     return (sum(mask) / len(mask) if mask else math.nan), mask
 
 
@@ -296,7 +320,7 @@ def evaluate_generations(hypotheses: Sequence[str], references: Sequence[str], *
     `scorer` is passed (e.g. one per cross-validation run): then its JVM is reused and left running.
 
     Always: ``bleu4, meteor, rouge_l`` and ``dist{dist_n}`` (on the raw hypotheses). With both equation lists:
-    ``acc_eq``. With `training_texts`: ``novelty``, ``n_novel`` and, with equations too, ``acc_eq_novel``.
+    ``acc_eq`` (canonical form) and ``acc_eq_equivalent`` (symbolically the input equation). With `training_texts`: ``novelty``, ``n_novel`` and, with equations too, ``acc_eq_novel``.
     ``timings_s`` has the :meth:`TextScorer.score` steps plus ``meteor_close``, ``acc_eq``, ``novelty``,
     ``dist_n`` and ``total`` (wall time of this call).
     """
@@ -317,7 +341,12 @@ def evaluate_generations(hypotheses: Sequence[str], references: Sequence[str], *
     timings["meteor_close"] = close_s
     if predicted_equations is not None and reference_equations is not None:
         t = time.perf_counter()
-        out["acc_eq"] = acc_eq(predicted_equations, reference_equations)
+        exact = equation_matches(predicted_equations, reference_equations)
+        same = equation_matches(predicted_equations, reference_equations, equivalent_too=True)
+        out["acc_eq"] = sum(exact) / len(exact)
+        out["acc_eq_equivalent"] = sum(same) / len(same)
+        if per_item:
+            out["acc_eq_per_item"], out["acc_eq_equivalent_per_item"] = exact, same
         timings["acc_eq"] = time.perf_counter() - t
     if training_texts is not None:
         t = time.perf_counter()
@@ -339,16 +368,16 @@ def score_generations(rows: Sequence[dict], parsed: Sequence[str], training_text
                       scorer: TextScorer) -> tuple[dict[str, Any], list[dict]]:
     """Score a generations table (rows with id, equation, reference, generated) as the `evaluate` stage does:
     the generated text in the processed texts' tokenisation against the reference, ACC-eq from the evaluator's
-    `parsed` equations, novelty against `training_texts`. Returns (scores, one prediction record per row)."""
+    `parsed` equations, novelty against `training_texts`. Returns (scores, one prediction record per row); a
+    record's ``bleu_stats`` (:func:`bleu_stats`) let the report recompute corpus BLEU-4 on bootstrap resamples."""
     generated = [r["generated"] for r in rows]
     tokenised = [" ".join(split_text(g)) for g in generated]
     scores = evaluate_generations(tokenised, [r["reference"] for r in rows], training_texts=training_texts,
                                   predicted_equations=parsed, reference_equations=[r["equation"] for r in rows],
                                   per_item=True, scorer=scorer)
-    items = {k: scores.pop(f"{k}_per_item") for k in ("bleu4", "meteor", "rouge_l", "novel")}
+    keys = ("acc_eq", "acc_eq_equivalent", "novel", "bleu4", "bleu_stats", "meteor", "rouge_l")
+    items = {k: scores.pop(f"{k}_per_item") for k in keys}
     predictions = [{"id": r["id"], "equation": r["equation"], "generated": r["generated"], "parsed": p,
-                    "acc_eq": equation_symbols(p) == equation_symbols(r["equation"]), "novel": n,
-                    "bleu4": b, "meteor": m, "rouge_l": rl}
-                   for r, p, n, b, m, rl in zip(rows, parsed, items["novel"], items["bleu4"], items["meteor"],
-                                                items["rouge_l"], strict=True)]
+                    **dict(zip(keys, values))}
+                   for r, p, *values in zip(rows, parsed, *(items[k] for k in keys), strict=True)]
     return scores, predictions

@@ -3,6 +3,12 @@ reported figures alongside, as Markdown, CSV and LaTeX.
 
 Rows = models; columns = dataset x metric. A cell is empty where that model/dataset did not run; a row's
 "folds" column says which folds it averages, so a partial run is never mistaken for the full protocol.
+
+Every model is also compared with GPT-pre on the same test problems (the Δ columns of Tables 2 and 4): a paired
+bootstrap over the test problems gives a 95% interval for the difference in BLEU-4 (corpus BLEU recomputed on each
+resample from the per-problem statistics the evaluate stage stores), ACC-eq and ACC-eq (equivalent). The paper
+reports averages only (Sec. 4.1 "Quantitative Results"); the intervals say which of its differences a run of this
+size can resolve.
 """
 
 from __future__ import annotations
@@ -14,14 +20,26 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from mwpgen import registry
 from mwpgen.evaluation import paper
 
 TABLE2_MODELS = registry.names(table2=True)  # the paper's row order
+TABLE2_METRICS = (*paper.TABLE2_METRICS, "acc_eq_equivalent")
 DISPLAY = {m.name: m.display for m in registry.MODELS.values()}
 PAPER_KEY = {m.name: m.paper_key for m in registry.MODELS.values() if m.paper_key}
 METRIC_NAMES = {"bleu4": "BLEU-4", "meteor": "METEOR", "rouge_l": "ROUGE-L", "acc_eq": "ACC-eq",
-                "novelty": "% novel", "acc_eq_novel": "ACC-eq (novel)", "dist3": "Dist-3"}
+                "acc_eq_equivalent": "ACC-eq (equivalent)", "novelty": "% novel", "acc_eq_novel": "ACC-eq (novel)",
+                "dist3": "Dist-3"}
+# The evaluator's figures on real test problems (flows/train.py): its own accuracy and the chance baseline.
+REFERENCE_METRICS = ("oracle_acc_eq", "oracle_acc_eq_equivalent", "chance_acc_eq", "chance_acc_eq_equivalent")
+
+BASELINE = "gpt_pre"  # every model's Δ is against GPT-pre: the paper's closest baseline to ours (same LM, L_LM only)
+BOOTSTRAP_RESAMPLES = 1000
+DELTA_METRICS = ("bleu4", "acc_eq", "acc_eq_equivalent")
+DELTA_NAMES = {m: f"Δ {METRIC_NAMES[m]} vs GPT-pre [95% CI]" for m in DELTA_METRICS}
+_SMALL, _TINY = 1e-9, 1e-15  # pycocoevalcap's BleuScorer smoothing: no division by zero, 0 matches -> 0
 
 
 @dataclass
@@ -68,7 +86,8 @@ class Table:
 
     def latex(self) -> str:
         def esc(s: str) -> str:
-            return s.replace("%", r"\%").replace("±", r"$\pm$").replace("_", r"\_").replace("–", "--")
+            return (s.replace("%", r"\%").replace("±", r"$\pm$").replace("_", r"\_").replace("–", "--")
+                    .replace("−", "$-$").replace("Δ", r"$\Delta$"))
         lines = [r"\begin{tabular}{l" + "c" * len(self.columns) + "}", r"\toprule",
                  " & " + " & ".join(esc(c) for c in self.columns) + r" \\", r"\midrule"]
         lines += [esc(label) + " & " + " & ".join(esc(c) for c in cells) + r" \\" for label, cells in self.rows]
@@ -102,32 +121,180 @@ def _folds_label(cells, model: str, datasets: Sequence[str]) -> str:
     return " ".join(parts)
 
 
-def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datasets: Sequence[str]) -> Table:
-    metrics = paper.TABLE2_METRICS
+def corpus_bleu(totals: np.ndarray | Sequence[int]) -> np.ndarray:
+    """pycocoevalcap's corpus BLEU-4 from metrics.bleu_stats summed over the corpus (last axis: the 10 statistics),
+    computed as BleuScorer.compute_score does: the geometric mean over n = 1..4 of (matches + 1e-15) / (n-grams +
+    1e-9), times exp(1 - 1/ratio) where ratio = (hypothesis length + 1e-15) / (reference length + 1e-9) < 1."""
+    totals = np.asarray(totals, dtype=np.float64)
+    bleu = np.ones(totals.shape[:-1])
+    for k in range(4):
+        bleu = bleu * ((totals[..., k] + _TINY) / (totals[..., 4 + k] + _SMALL))
+    bleu = bleu ** (1.0 / 4)
+    ratio = (totals[..., 8] + _TINY) / (totals[..., 9] + _SMALL)
+    return np.where(ratio < 1, bleu * np.exp(1 - 1 / ratio), bleu)
+
+
+def _scores(sums: np.ndarray, n: int) -> np.ndarray:
+    """Column sums of _paired's matrix over n problems (..., 12) -> (..., 3): BLEU-4, ACC-eq, ACC-eq (equivalent)."""
+    return np.stack([corpus_bleu(sums[..., :10]), sums[..., 10] / n, sums[..., 11] / n], axis=-1)
+
+
+def _paired(model: Sequence[dict], base: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, int]:
+    """One row per test problem both prediction files have (matched by id): bleu_stats, acc_eq, acc_eq_equivalent;
+    and how many problems only one of them has."""
+    mine, theirs = {r["id"]: r for r in model}, {r["id"]: r for r in base}
+    ids = [i for i in theirs if i in mine]
+
+    def matrix(records: dict[str, dict]) -> np.ndarray:
+        try:
+            rows = [[*records[i]["bleu_stats"], records[i]["acc_eq"], records[i]["acc_eq_equivalent"]] for i in ids]
+        except KeyError as e:
+            raise ValueError(f"prediction records without {e} (written before it was kept): re-run `evaluate`") from e
+        return np.array(rows, dtype=np.float64).reshape(len(ids), 12)
+
+    return matrix(mine), matrix(theirs), len(mine) + len(theirs) - 2 * len(ids)
+
+
+def paired_bootstrap(runs: Sequence[tuple[Sequence[dict], Sequence[dict]]], seed: int) -> dict | None:
+    """Model minus baseline over `runs` (one (model records, baseline records) pair of prediction files per fold):
+    Δ = the mean over folds of the per-fold difference on the problems both have; its 95% interval = the 2.5/97.5
+    percentiles of Δ over BOOTSTRAP_RESAMPLES resamples, each drawing every fold's problems with replacement, the
+    same problems for both models (paired). BLEU-4 is corpus BLEU recomputed on each resample. None when no fold
+    has a problem in common; ``unpaired`` counts the problems only one side has (compared on the intersection)."""
+    rng = np.random.default_rng(seed)
+    observed, resampled, n, unpaired = [], [], 0, 0
+    for model, base in runs:
+        a, b, missing = _paired(model, base)
+        unpaired += missing
+        m = len(a)
+        if m == 0:
+            continue
+        weights = rng.multinomial(m, np.full(m, 1 / m), size=BOOTSTRAP_RESAMPLES).astype(np.float64)
+        observed.append(_scores(a.sum(axis=0), m) - _scores(b.sum(axis=0), m))
+        resampled.append(_scores(weights @ a, m) - _scores(weights @ b, m))  # integer sums: exact in float64
+        n += m
+    if not observed:
+        return None
+    delta = np.mean(observed, axis=0)  # (3,): one value per DELTA_METRICS
+    low, high = np.percentile(np.mean(resampled, axis=0), [2.5, 97.5], axis=0)
+    return {metric: {"mean": float(delta[i]), "low": float(low[i]), "high": float(high[i])}
+            for i, metric in enumerate(DELTA_METRICS)} | {"n": n, "unpaired": unpaired}
+
+
+def compare_runs(predictions: dict[tuple[str, str, int], list[dict]], runs: Iterable[tuple[str, str, int]],
+                 seed: int) -> dict | None:
+    """paired_bootstrap of the (model, dataset, fold) `runs` against GPT-pre's predictions on the same folds."""
+    pairs = []
+    for model, dataset, fold in sorted(runs):
+        base = predictions.get((BASELINE, dataset, fold))
+        if (model, dataset, fold) in predictions and base is not None:
+            pairs.append((predictions[(model, dataset, fold)], base))
+    return paired_bootstrap(pairs, seed)
+
+
+def deltas_vs_gpt_pre(predictions: dict[tuple[str, str, int], list[dict]], seed: int) -> dict[tuple[str, str], dict]:
+    """(model, dataset) -> compare_runs over every fold of that model (GPT-pre itself and incomparable models
+    are left out). `predictions`: (model, dataset, fold) -> the evaluate stage's prediction records."""
+    out = {}
+    for model, dataset in sorted({(m, d) for m, d, _ in predictions if m != BASELINE}):
+        delta = compare_runs(predictions, [r for r in predictions if r[:2] == (model, dataset)], seed)
+        if delta:
+            out[(model, dataset)] = delta
+    return out
+
+
+def _signed(x: float) -> str:
+    return f"{round(x, 3) + 0.0:+.3f}".replace("-", "−")  # + 0.0: no "-0.000"
+
+
+def delta_text(delta: dict | None, metric: str) -> str:
+    """`+0.012 [−0.004, +0.029]`: Δ and its 95% interval; "–" where no comparison could be made."""
+    if not delta:
+        return "–"
+    d = delta[metric]
+    return f"{_signed(d['mean'])} [{_signed(d['low'])}, {_signed(d['high'])}]"
+
+
+def _delta_notes(deltas: dict[tuple[str, str], dict]) -> list[str]:
+    notes = [f"Δ … vs GPT-pre: the model minus GPT-pre on the same test problems (matched by id), mean over the "
+             f"folds of the per-fold difference; [95% CI]: paired bootstrap, {BOOTSTRAP_RESAMPLES} seeded resamples "
+             f"of each fold's test problems (experiment.seed), corpus BLEU-4 recomputed on every resample; an "
+             f"interval that excludes 0 is a difference this run resolves. \"baseline\": GPT-pre itself; –: no "
+             f"GPT-pre predictions on those folds."]
+    notes += [f"{DISPLAY.get(m, m)} on {d}: compared on the {x['n']} problems both have; {x['unpaired']} problem(s) "
+              f"only one of them has are left out." for (m, d), x in deltas.items() if x["unpaired"]]
+    return notes
+
+
+def _cells(datasets: Sequence[str], metrics: Sequence[str], values: dict[tuple[str, str], str],
+           deltas: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """One row's cells, per dataset its metrics then its Δ columns, from (dataset, metric) -> text ("" if absent)."""
+    deltas = deltas or {}
+    return [x for d in datasets
+            for x in [values.get((d, m), "") for m in metrics] + [deltas.get((d, m), "") for m in DELTA_METRICS]]
+
+
+def _delta_texts(row: str, datasets: Sequence[str], deltas: dict[tuple[str, str], dict],
+                 baseline: bool) -> dict[tuple[str, str], str]:
+    """(dataset, metric) -> the Δ cell of `row` (deltas keyed (row, dataset)); "baseline" for GPT-pre itself."""
+    return {(d, m): "baseline" if baseline else delta_text(deltas.get((row, d)), m)
+            for d in datasets for m in DELTA_METRICS}
+
+
+def _chance_note(oracle: Sequence[dict]) -> str:
+    equations: dict[str, dict[str, list[int]]] = {}
+    for o in oracle:
+        if o.get("chance_equation"):
+            equations.setdefault(o["dataset"], {}).setdefault(o["chance_equation"], []).append(o["fold"])
+    which = "; ".join(f"{d} " + ", ".join(f"`{eq}` (fold {','.join(map(str, sorted(folds)))})"
+                                          for eq, folds in eqs.items()) for d, eqs in equations.items())
+    return ("Chance row: the training fold's most frequent equation (canonical form) answered for every test "
+            "problem" + (f": {which}." if which else "."))
+
+
+def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datasets: Sequence[str],
+           deltas: dict[tuple[str, str], dict] | None = None) -> Table:
+    """Table 2 with ACC-eq (equivalent) beside the paper's exact ACC-eq, the chance row and the Δ columns.
+    `oracle`: the evaluator's per-fold REFERENCE_METRICS (+ ``chance_equation``); `deltas`: deltas_vs_gpt_pre."""
+    metrics, deltas = TABLE2_METRICS, deltas or {}
     cells = aggregate(scores, metrics)
-    oracle_cells = aggregate(oracle, ["oracle_acc_eq"])
-    columns = [f"{d} {METRIC_NAMES[m]}" for d in datasets for m in metrics] + ["folds run"]
-    rows = [("mwp2eq oracle ACC-eq (this run)",
-             ["" if m != "acc_eq" else oracle_cells.get(("mwp2eq", d, "oracle_acc_eq"), Cell()).text()
-              for d in datasets for m in metrics] + [_folds_label(oracle_cells, "mwp2eq", datasets)]),
+    refs = aggregate(oracle, REFERENCE_METRICS)
+    columns = [f"{d} {name}" for d in datasets
+               for name in [METRIC_NAMES[m] for m in metrics] + list(DELTA_NAMES.values())] + ["folds run"]
+
+    def evaluator(prefix: str) -> dict[tuple[str, str], str]:  # the oracle / chance figures: the ACC-eq columns
+        return {(d, m): refs.get(("mwp2eq", d, f"{prefix}_{m}"), Cell()).text()
+                for d in datasets for m in ("acc_eq", "acc_eq_equivalent")}
+
+    folds = _folds_label(refs, "mwp2eq", datasets)
+    rows = [("mwp2eq oracle ACC-eq (this run)", _cells(datasets, metrics, evaluator("oracle")) + [folds]),
             ("mwp2eq oracle ACC-eq (paper)",
-             ["" if m != "acc_eq" else f"({paper.ORACLE_ACC_EQ[d]:.3f})" for d in datasets for m in metrics] + ["5-fold"])]
+             _cells(datasets, metrics, {(d, "acc_eq"): f"({paper.ORACLE_ACC_EQ[d]:.3f})" for d in datasets})
+             + ["5-fold"]),
+            ("chance: most frequent training equation (this run)",
+             _cells(datasets, metrics, evaluator("chance")) + [folds])]
     skipped = not_run_reasons(scores)
     for model in models:
+        name = DISPLAY.get(model, model)
         if any((model, d, m) in cells for d in datasets for m in metrics):
-            rows.append((f"{DISPLAY.get(model, model)} (this run)",
-                         [cells.get((model, d, m), Cell()).text() for d in datasets for m in metrics]
+            measured = {(d, m): cells.get((model, d, m), Cell()).text() for d in datasets for m in metrics}
+            rows.append((f"{name} (this run)",
+                         _cells(datasets, metrics, measured, _delta_texts(model, datasets, deltas, model == BASELINE))
                          + [_folds_label(cells, model, datasets)]))
         elif model in skipped:
-            rows.append((f"{DISPLAY.get(model, model)} (this run)",
-                         ["not run"] * (len(columns) - 1) + [f"not run: {skipped[model]}"]))
+            rows.append((f"{name} (this run)", ["not run"] * (len(columns) - 1) + [f"not run: {skipped[model]}"]))
         key = PAPER_KEY.get(model)
         if key in paper.TABLE2:
-            rows.append((f"{DISPLAY.get(model, model)} (paper)",
-                         [f"{paper.TABLE2[key][d][m]:.3f}" for d in datasets for m in metrics] + ["5-fold"]))
+            reported = {(d, m): f"{v:.3f}" for d in datasets for m, v in paper.TABLE2[key][d].items()}
+            rows.append((f"{name} (paper)", _cells(datasets, metrics, reported) + ["5-fold"]))
     return Table("Table 2: language quality and equation accuracy", columns, rows,
                  ["(this run) rows: mean ± population std over the folds listed; (paper) rows: the paper's reported "
                   "5-fold averages, for reference.",
+                  "ACC-eq: the evaluator's equation equals the input equation symbol for symbol (canonical form; the "
+                  "paper's metric, Sec. 4 \"Metrics\"); ACC-eq (equivalent): it is the same equation symbolically "
+                  "(e.g. num2 + num1 for num1 + num2). The paper reports the exact one only.",
+                  _chance_note(oracle),
+                  *_delta_notes({k: v for k, v in deltas.items() if k[0] in models and k[1] in datasets}),
                   "Empty cell: not run; – : not computable (e.g. no novel problems); \"not run\": the model could "
                   "not be trained here, for the reason given (never replaced by a stand-in)."])
 
@@ -152,10 +319,13 @@ def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str]) -
                   "ACC-eq (novel): ACC-eq over the novel problems only; Dist-3: distinct 3-grams / all 3-grams."])
 
 
-def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], datasets: Sequence[str]) -> Table:
-    """Table 4 (ablation): BLEU-4 and ACC-eq of each variant that ran. `variant_of(model)` maps a score's model
-    to its ablation variant (or None); `rows_of(variant)` gives the Table 4 rows a variant answers."""
-    metrics = ("bleu4", "acc_eq")
+def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], datasets: Sequence[str],
+           predictions: dict[tuple[str, str, int], list[dict]] | None = None, seed: int = 0) -> Table:
+    """Table 4 (ablation): BLEU-4 and ACC-eq (exact, equivalent) of each variant that ran, and each row's Δ against
+    GPT-pre (compare_runs over the row's runs, seeded with `seed`). `variant_of(model)` maps a score's model to its
+    ablation variant (or None); `rows_of(variant)` gives the Table 4 rows a variant answers; `predictions`:
+    (model, dataset, fold) -> prediction records."""
+    metrics = ("bleu4", "acc_eq", "acc_eq_equivalent")
     by_row: dict[str, list[dict]] = {}
     for s in scores:
         variant = variant_of(s["model"])
@@ -163,22 +333,31 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
             for label in rows_of(variant):
                 by_row.setdefault(label, []).append(s | {"model": label, "source_model": s["model"]})
     cells = aggregate([s for ss in by_row.values() for s in ss], metrics)
-    columns = [f"{d} {METRIC_NAMES[m]}" for d in datasets for m in metrics] + ["runs"]
-    rows = []
+    columns = [f"{d} {name}" for d in datasets
+               for name in [METRIC_NAMES[m] for m in metrics] + list(DELTA_NAMES.values())] + ["runs"]
+    rows, deltas = [], {}
     for label in row_labels:
         shown = [s for s in by_row.get(label, []) if s["dataset"] in datasets]
         if shown:
             runs = sorted({f"{s['dataset'][:4]}:{s['fold']}" for s in shown})
             source = sorted({s["source_model"] for s in shown})
-            rows.append((f"{label} (this run)", [cells.get((label, d, m), Cell()).text() for d in datasets for m in metrics]
+            for d in datasets:
+                delta = compare_runs(predictions or {}, {(s["source_model"], d, s["fold"]) for s in shown
+                                                         if s["dataset"] == d and s["source_model"] != BASELINE}, seed)
+                if delta:
+                    deltas[(label, d)] = delta
+            measured = {(d, m): cells.get((label, d, m), Cell()).text() for d in datasets for m in metrics}
+            delta = _delta_texts(label, datasets, deltas, source == [BASELINE])
+            rows.append((f"{label} (this run)", _cells(datasets, metrics, measured, delta)
                          + [" ".join(runs) + " from " + ", ".join(source)]))
         if label in paper.TABLE4:
-            rows.append((f"{label} (paper)", [f"{paper.TABLE4[label][d][m]:.3f}" for d in datasets for m in metrics]
-                         + ["5-fold"]))
+            reported = {(d, m): f"{v:.3f}" for d in datasets for m, v in paper.TABLE4[label][d].items()}
+            rows.append((f"{label} (paper)", _cells(datasets, metrics, reported) + ["5-fold"]))
     return Table("Table 4: ablation (BLEU-4 and ACC-eq)", columns, rows,
                  ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows "
                   "that are the same run in the paper's table (context selection = full model w/o L_eq) share it.",
-                  "Rows without a (this run) line have not been run: python -m flows.pipeline --profile ablation."])
+                  "Rows without a (this run) line have not been run: python -m flows.pipeline --profile ablation.",
+                  *_delta_notes(deltas)])
 
 
 def table5(examples: Sequence[dict], limit: int = 6, selection: dict[str, list[int]] | None = None) -> Table:
@@ -199,14 +378,21 @@ def table5(examples: Sequence[dict], limit: int = 6, selection: dict[str, list[i
                  rows + paper_rows, notes)
 
 
-def summary(scores: list[dict], oracle: list[dict]) -> dict:
-    """Nested {model: {dataset: {metric: mean}}} for `dvc metrics show/diff`."""
+def summary(scores: list[dict], oracle: list[dict], deltas: dict[tuple[str, str], dict] | None = None) -> dict:
+    """Nested {model: {dataset: {metric: mean}}} for `dvc metrics show/diff`, with each model's
+    ``delta_vs_gpt_pre`` ({metric: {mean, low, high}}, n, unpaired; from deltas_vs_gpt_pre), the evaluator's oracle
+    figures under "mwp2eq" and the chance baseline under "chance"."""
     out: dict = {}
-    metrics = ("bleu4", "meteor", "rouge_l", "acc_eq", "novelty", "acc_eq_novel", "dist3")
+    metrics = ("bleu4", "meteor", "rouge_l", "acc_eq", "acc_eq_equivalent", "novelty", "acc_eq_novel", "dist3")
     for (model, dataset, metric), cell in aggregate(scores, metrics).items():
         if metric != "folds" and not math.isnan(cell.mean):
             out.setdefault(model, {}).setdefault(dataset, {})[metric] = round(cell.mean, 4)
-    for (model, dataset, metric), cell in aggregate(oracle, ["oracle_acc_eq"]).items():
+    for (_, dataset, metric), cell in aggregate(oracle, REFERENCE_METRICS).items():
         if metric != "folds":
-            out.setdefault("mwp2eq", {}).setdefault(dataset, {})["oracle_acc_eq"] = round(cell.mean, 4)
+            owner, name = ("mwp2eq", metric) if metric.startswith("oracle_") else ("chance", metric[len("chance_"):])
+            out.setdefault(owner, {}).setdefault(dataset, {})[name] = round(cell.mean, 4)
+    for (model, dataset), d in (deltas or {}).items():
+        out.setdefault(model, {}).setdefault(dataset, {})["delta_vs_gpt_pre"] = {
+            **{m: {k: round(v, 4) for k, v in d[m].items()} for m in DELTA_METRICS}, "n": d["n"],
+            "unpaired": d["unpaired"]}
     return out
