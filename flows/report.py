@@ -15,8 +15,8 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config import Params
-from mwpgen.evaluation.report import (BASELINE, REFERENCE_METRICS, deltas_vs_gpt_pre, summary, table2, table3, table4,
-                                      table5)
+from mwpgen.evaluation.report import (BASELINE, REFERENCE_METRICS, deltas_vs_gpt_pre, selection_summary, summary,
+                                      table2, table3, table4, table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tasks.tracking import stage_run
@@ -58,16 +58,18 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, list[int]]]:
+def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, dict]]:
     """Table 5 material: the selector's picks for the first test problems of each dataset's first fold, and the
-    number of words it picked for every test problem of that fold."""
+    statistics of its picks over every test problem of that fold (selection_summary)."""
     out, selection = [], {}
     for d in exp.datasets:
         k = exp.folds[0]
         paths = fold_paths("ours", d, k)
         heuristic = {r["id"]: r for r in read_jsonl(paths.keywords)}
         rows = read_generations(paths.generations)
-        selection[d] = [len(row["context"].split()) for row in rows]
+        selection[d] = selection_summary([r["context"].split() for r in rows],
+                                         [heuristic[r["id"]]["noun"] for r in rows],
+                                         [heuristic[r["id"]]["tfidf"] for r in rows])
         for row in rows[:per_dataset]:
             out.append({"dataset": d, "id": row["id"], "problem": row["reference"], "selected": row["context"].split(),
                         "noun": heuristic[row["id"]]["noun"], "tfidf": heuristic[row["id"]]["tfidf"]})

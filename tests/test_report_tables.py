@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
-from mwpgen.evaluation.report import TABLE2_MODELS, table2, table3, table4, table5
+from mwpgen.evaluation.report import TABLE2_MODELS, selection_summary, table2, table3, table4, table5
 
 
 def score(model, bleu, acc, fold=0, dataset="arithmetic", **extra):
@@ -45,8 +45,15 @@ def test_table5_lists_selected_and_heuristic_keywords_with_the_papers_examples()
     assert rows["paper example 1"][1] == "Emily cards collects father"
 
 
-def test_table5_notes_how_many_words_the_selector_picks():
-    t = table5([], selection={"arithmetic": [3, 0, 0, 1], "mawps": []})
-    assert any("arithmetic: 1.0 words selected per test problem on average, none for 2 of 4 problems" in n
-               for n in t.notes)
+def test_table5_notes_what_the_selector_picks_over_the_whole_fold():
+    picks = [["Joan", "apples"], [], [], ["boxes"]]
+    nouns = [["apples", "beach"], ["jar"], [], ["Boxes", "candies"]]
+    tfidf = [["joan"], ["jar"], [], ["candies"]]
+    st = selection_summary(picks, nouns, tfidf)
+    assert (st["problems"], st["words_median"], st["words_mean"], st["none_share"]) == (4, 0.5, 0.75, 0.5)
+    assert st["in_nouns"] == 2 / 3 and st["in_tfidf"] == 1 / 3  # apples, boxes (any case); joan
+    t = table5([], selection={"arithmetic": st, "mawps": selection_summary([], [], [])})
+    note = next(n for n in t.notes if n.startswith("arithmetic"))
+    assert "0.5 words selected per problem (median; mean 0.8), none for 50.0% of them" in note
+    assert "66.7% of the selected words are among the problem's noun keywords and 33.3% among its TF-IDF top 5" in note
     assert not any(n.startswith("mawps") for n in t.notes)

@@ -360,20 +360,36 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
                   *_delta_notes(deltas)])
 
 
-def table5(examples: Sequence[dict], limit: int = 6, selection: dict[str, list[int]] | None = None) -> Table:
+def selection_summary(picks: Sequence[Sequence[str]], nouns: Sequence[Sequence[str]],
+                      tfidf: Sequence[Sequence[str]]) -> dict:
+    """What the selector picked over a fold's test problems: words per problem (median, mean), the share of
+    problems with none, and the share of picked words that are among the same problem's noun keywords and among
+    its TF-IDF top 5 (case-insensitive). The paper's Table 5 shows 2-8 words per problem."""
+    counts = [len(p) for p in picks]
+    picked = [(w.lower(), {x.lower() for x in n}, {x.lower() for x in t}) for p, n, t in zip(picks, nouns, tfidf)
+              for w in p]
+    share = lambda hits: hits / len(picked) if picked else math.nan  # noqa: E731
+    return {"problems": len(counts), "words_median": statistics.median(counts) if counts else math.nan,
+            "words_mean": statistics.fmean(counts) if counts else math.nan,
+            "none_share": sum(c == 0 for c in counts) / len(counts) if counts else math.nan,
+            "in_nouns": share(sum(w in n for w, n, _ in picked)), "in_tfidf": share(sum(w in t for w, _, t in picked))}
+
+
+def table5(examples: Sequence[dict], limit: int = 6, selection: dict[str, dict] | None = None) -> Table:
     """Table 5: context keywords the selector picks (q > threshold) from real test problems, beside the
     heuristic noun and TF-IDF keywords of the same problems. examples: dicts with dataset, id, problem,
-    selected, noun, tfidf. selection: dataset -> number of words selected for each of its test problems."""
+    selected, noun, tfidf. selection: dataset -> selection_summary over all of its test problems."""
     rows = [(f"{e['dataset']} {e['id']}", [e["problem"], " ".join(e["selected"]) or "(none)", " ".join(e["noun"]),
                                            " ".join(e["tfidf"])]) for e in examples[:limit]]
     paper_rows = [(f"paper example {i + 1}", [p, " ".join(k), "", ""]) for i, (p, k) in enumerate(paper.TABLE5)]
     notes = ["Selected keywords come from the trained selector of \"ours\" on each dataset's first test problems "
              "(results/generations/ours/*, column context)."]
-    for dataset, counts in (selection or {}).items():
-        if counts:
-            notes.append(f"{dataset}: {sum(counts) / len(counts):.1f} words selected per test problem on average, "
-                         f"none for {sum(c == 0 for c in counts)} of {len(counts)} problems (the paper's examples: "
-                         f"2-4 words).")
+    for dataset, st in (selection or {}).items():
+        if st["problems"]:
+            notes.append(f"{dataset}, all {st['problems']} test problems: {st['words_median']:g} words selected per "
+                         f"problem (median; mean {st['words_mean']:.1f}), none for {st['none_share']:.1%} of them; "
+                         f"{st['in_nouns']:.1%} of the selected words are among the problem's noun keywords and "
+                         f"{st['in_tfidf']:.1%} among its TF-IDF top 5 (the paper's Table 5: 2-8 words).")
     return Table("Table 5: selected context keywords", ["MWP", "selected (q > 0.5)", "noun", "TF-IDF"],
                  rows + paper_rows, notes)
 
