@@ -17,12 +17,12 @@ from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.ours.ablation import variant_params
-from mwpgen.ours.steps import epoch_examples
+from mwpgen.ours.steps import JointExample, epoch_examples
 from mwpgen.ours.training import LOSS_KEYS, phase_summary
 from tasks import ours
 from tasks.tracking import fold_run
 
-CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq")
+CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq", "val_loss")
 
 
 @flow(name="train_ours")
@@ -31,7 +31,8 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
     cfg = variant_params(params.train.ours, variant) if variant else params.train.ours
     model = registry.ablation_model(variant) if variant else "ours"
     exp = params.experiment
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed,
+                     validation_size=exp.validation_size)
     paths = fold_paths(model, dataset, fold)
     keywords = fold_keywords(paths, cfg.context, "train") if cfg.context != "selector" else None
     with fold_run(model, dataset, fold, "train") as run:
@@ -40,15 +41,21 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
                     **{f"ours.{k}": v for k, v in cfg.model_dump().items()}})
         log.info("training %s on %s fold %d: %d examples, context %s, L_eq %s (%s), L_c %s", model, dataset, fold,
                  len(data.train), cfg.context, cfg.equation_loss, cfg.relaxation, cfg.context_loss)
+        validation = [JointExample(r["equation"], r["text"], tuple(keywords[r["id"]]) if keywords else ())
+                      for r in data.validation]  # their whole keyword lists: no dropout when measuring
         result = ours.train(
             params, cfg, epoch_examples(data.train, keywords, params.keywords.dropout, exp.seed), paths,
             on_log=lambda rec: run.metrics({f"train_{k}": v for k, v in rec.items() if k not in ("step", "epoch")},
-                                           step=rec["step"]))
+                                           step=rec["step"]), validation=validation)
+        for v in result["val"]:
+            run.metrics({"val_loss": v["val_loss"]}, step=v["step"])
         history = result["history"]
         s1, s2 = result["steps"]
         metrics = {"steps": s1 + s2, "phase1_steps": s1, "phase2_steps": s2, "n_train": len(data.train),
                    "wall_s": round(result["wall_time_s"], 1), "resumed_from": result["resumed_from"],
-                   "device": result["device"]}
+                   "device": result["device"], "n_validation": len(data.validation),
+                   "best_steps": {f"phase{k}": v for k, v in result["best_steps"].items()},
+                   "stopped_early": sorted(h["stopped_phase"] for h in history if "stopped_phase" in h)}
         for phase in (1, 2):
             summary = phase_summary(history, phase, math.ceil(len(data.train) / cfg.batch_size),
                                     params.train.log_every)
@@ -56,9 +63,11 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
                 metrics[f"phase{phase}_step_s"] = round(summary["step_s"], 3)
                 metrics[f"phase{phase}_min_per_epoch"] = round(summary["min_per_epoch"], 2)
                 metrics.update({f"phase{phase}_{k}": round(summary[k], 4) for k in LOSS_KEYS if k in summary})
+        val_at = {v["step"]: v["val_loss"] for v in result["val"]}
+        rows = [h | ({"val_loss": val_at[h["step"]]} if h["step"] in val_at else {}) for h in history]
         lines = [",".join(CURVE_COLUMNS)] + [
             ",".join(f"{h[k]:.6f}" if isinstance(h.get(k), float) else str(h.get(k, "")) for k in CURVE_COLUMNS)
-            for h in history]
+            for h in rows]
         record_training(run, paths, metrics, "\n".join(lines) + "\n")
     return metrics
 

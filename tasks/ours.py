@@ -18,11 +18,11 @@ from mwpgen.runtime import resolve_device
 
 @task(cache_policy=NO_CACHE)
 def train(params: Params, cfg: OursTrainParams, examples: Callable[[int, int], Sequence[JointExample]],
-          paths: FoldPaths, on_log) -> dict:
+          paths: FoldPaths, on_log, validation: Sequence[JointExample] = ()) -> dict:
     return train_ours(cfg, examples, model_id=params.train.model, device=resolve_device(params.train.device),
                       seed=params.experiment.seed, mixed_precision=params.train.mixed_precision,
                       log_every=params.train.log_every, bundle_dir=paths.model_dir, resume_dir=paths.resume_dir,
-                      evaluator_dir=paths.evaluator.model_dir, on_log=on_log)
+                      evaluator_dir=paths.evaluator.model_dir, on_log=on_log, validation=validation)
 
 
 @task(cache_policy=NO_CACHE)

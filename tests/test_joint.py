@@ -69,6 +69,18 @@ def test_phase2_eq_gradient_reaches_generator_not_frozen_selector(tiny_path):
     assert all(p.grad is None for p in m.selector.parameters())
 
 
+def test_one_mwp2eq_pass_can_serve_l_eq_and_its_training(tiny_path):
+    """mwp2eq_phase2 = generated: no pass on the real problems; L_eq trains Phi as well as Theta."""
+    m = fresh_models(tiny_path)
+    torch.manual_seed(0)
+    batch = [encode_joint(m.tokenizer, ex) for ex in EXAMPLES]
+    losses = phase2_losses(m, batch, JointConfig(mwp2eq_on_generated=True, mwp2eq_on_real=False))
+    assert set(losses) == {"loss", "lm", "eq"}
+    losses["eq"].backward()
+    assert m.generator.get_input_embeddings().weight.grad.abs().sum() > 0
+    assert all(p.grad is not None for p in m.mwp2eq.parameters())
+
+
 def test_switches():
     with pytest.raises(ValueError, match="context_source"):
         JointConfig(context_source="tfidf")

@@ -168,3 +168,22 @@ def test_without_l_eq_no_mwp2eq_is_trained_and_with_it_one_is_required(tiny_path
     with pytest.raises(ValueError, match="needs the mwp2eq model"):
         train_joint(JointModels(gen, None, tok, None), EXAMPLES, JointConfig(context_source="keywords"),
                     Schedule(phase1_max_steps=1, phase2_max_steps=1, batch_size=2, seed=1))
+
+
+def test_each_phase_ends_with_its_best_validation_weights_and_can_stop_early(tiny_path, tmp_path):
+    from dataclasses import replace
+
+    from mwpgen.ours.selection import context_lm_loss
+
+    config = JointConfig(relaxation="gumbel", rho=0.2)
+    schedule = replace(SCHEDULE, phase1_epochs=6, eval_every=1, patience=2)  # lr 1e-2: overfits, val loss turns
+    models = fresh_models(tiny_path)
+    out = train_joint(models, EXAMPLES[:3], config, schedule, validation=EXAMPLES[3:], state_dir=tmp_path / "s")
+    s1, s2 = out["steps"]
+    phase1 = [v for v in out["val"] if v["phase"] == 1]
+    assert len(phase1) < s1 and any(h.get("stopped_phase") == 1 for h in out["history"])  # stopped early
+    assert out["best_steps"][1] == min(phase1, key=lambda v: v["val_loss"])["step"]
+    phase2 = [v for v in out["val"] if v["phase"] == 2]
+    best2 = min(v["val_loss"] for v in phase2)
+    # the weights that go on are the best ones measured, not the last ones
+    assert context_lm_loss(models, EXAMPLES[3:], config, 0.5) == pytest.approx(best2, abs=1e-5)

@@ -22,6 +22,8 @@ def joint_config(cfg: OursTrainParams, device: str, mixed_precision: bool) -> Jo
                        use_eq_loss=cfg.equation_loss, use_context_loss=cfg.context_loss,
                        context_source="selector" if cfg.context == "selector" else "keywords",
                        max_problem_tokens=cfg.max_problem_tokens, max_length=cfg.max_length,
+                       mwp2eq_on_generated=cfg.mwp2eq_phase2 == "generated",
+                       mwp2eq_on_real=cfg.mwp2eq_phase2 == "real",
                        autocast_dtype=autocast_dtype(device, mixed_precision))
 
 
@@ -29,8 +31,8 @@ def schedule(cfg: OursTrainParams, seed: int, log_every: int) -> Schedule:
     return Schedule(phase1_epochs=cfg.phase1.epochs, phase1_max_steps=cfg.phase1.max_steps,
                     phase2_epochs=cfg.phase2.epochs, phase2_max_steps=cfg.phase2.max_steps,
                     batch_size=cfg.batch_size, lr=cfg.lr, selector_lr=cfg.selector_lr or cfg.lr, seed=seed,
-                    mwp2eq_in_phase1=cfg.mwp2eq_in_phase1,
-                    save_every=cfg.save_every, log_every=log_every)
+                    mwp2eq_in_phase1=cfg.mwp2eq_in_phase1, save_every=cfg.save_every, log_every=log_every,
+                    eval_every=cfg.eval_every, patience=cfg.patience, threshold=cfg.threshold)
 
 
 def build_models(model_id: str, *, context: str, equation_loss: bool, mwp2eq_init: str, device: str, seed: int,
@@ -56,16 +58,16 @@ def build_models(model_id: str, *, context: str, equation_loss: bool, mwp2eq_ini
 
 def train_ours(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[JointExample]], *, model_id: str,
                device: str, seed: int, mixed_precision: bool, log_every: int, bundle_dir: Path, resume_dir: Path,
-               evaluator_dir: Path | None = None, on_log=None) -> dict:
-    """Build ours, train both phases (resuming from `resume_dir`), save the bundle; the finished bundle
-    supersedes the resume state, which is deleted."""
+               evaluator_dir: Path | None = None, on_log=None, validation: Sequence[JointExample] = ()) -> dict:
+    """Build ours, train both phases (resuming from `resume_dir`; each phase keeps its weights of lowest loss on
+    `validation`), save the bundle; the finished bundle supersedes the resume state, which is deleted."""
     models = build_models(model_id, context=cfg.context, equation_loss=cfg.equation_loss,
                           mwp2eq_init=cfg.mwp2eq_init, device=device, seed=seed, selector=cfg.selector,
                           rho=cfg.rho, evaluator_dir=evaluator_dir)
     result = train_joint(models, examples, joint_config(cfg, device, mixed_precision),
                          schedule(cfg, seed, log_every), state_dir=resume_dir,
                          fingerprint_extra={"model": model_id, "mwp2eq_init": cfg.mwp2eq_init, "device": device},
-                         on_log=on_log)
+                         on_log=on_log, validation=validation)
     save_bundle(bundle_dir, models.generator, models.tokenizer, models.selector,
                 {"context": cfg.context, "selector": cfg.selector, "threshold": cfg.threshold,
                  "max_problem_tokens": cfg.max_problem_tokens,

@@ -37,7 +37,7 @@ def selection_stats(models: JointModels, examples: Sequence[JointExample], thres
 def context_lm_loss(models: JointModels, examples: Sequence[JointExample], config: JointConfig, threshold: float,
                     batch_size: int = 16) -> float:
     """Teacher-forced generator loss per target token with the context the selector picks at inference
-    (c = 1{q > threshold}): the validation score of a selector setting."""
+    (c = 1{q > threshold}; without a selector, the examples' keywords): ours' validation score."""
     config = dataclasses.replace(config, permute_context=False)  # a deterministic score
     total, n = 0.0, 0
     was_training = models.generator.training
@@ -45,7 +45,7 @@ def context_lm_loss(models: JointModels, examples: Sequence[JointExample], confi
     for start in range(0, len(examples), batch_size):
         batch = [encode_joint(models.tokenizer, ex, config.max_problem_tokens)
                  for ex in examples[start : start + batch_size]]
-        c, _ = select_context(models.selector, batch, threshold)
+        c = select_context(models.selector, batch, threshold)[0] if models.selector is not None else None
         _, lm_sum, n_tok, _ = generator_lm(models, batch, c, config)
         total, n = total + float(lm_sum), n + n_tok
     models.generator.train(was_training)

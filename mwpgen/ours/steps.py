@@ -11,6 +11,8 @@ Reading of the paper (Section 2.3 + supplementary "Training Details"):
            L_eq does not train Phi (`mwp2eq_on_generated=False`): a mwp2eq that also fits the
            generator's soft problems could learn to decode E from anything the generator emits,
            weakening the constraint; True gives the literal "mwp2eq optimised with Eq. 4" reading.
+           With `mwp2eq_on_real=False` as well, one mwp2eq pass (on the soft problem) serves both L_eq's
+           gradient to Theta and Phi's own training: the cheaper phase-2 step (bench/bench_joint_step.py).
 
 Loss scale: the paper's objective is a SUM, L = sum_t L_LM + alpha sum_t L_eq + beta sum_words KL.
 We divide that whole sum by the number of problem (target) tokens in the batch, so the LM part is
@@ -52,6 +54,7 @@ class JointConfig:
     use_context_loss: bool = True
     context_source: str = "selector"  # "selector" | "keywords"
     mwp2eq_on_generated: bool = False  # also train mwp2eq with L_eq (see module docstring)
+    mwp2eq_on_real: bool = True  # phase 2 trains mwp2eq on the batch's real (problem, equation) pairs
     permute_context: bool = True  # shuffle the slot's words per example (supplementary: "permute the order")
     max_problem_tokens: int | None = 96
     max_length: int = 128  # mwp2eq real examples (prompts.encode_example)
@@ -204,7 +207,7 @@ def phase2_losses(models: JointModels, batch: Sequence[Encoded], config: JointCo
         loss = loss + config.alpha * eq_sum
         out["eq"] = eq_sum / max(n_eq, 1)
     out["loss"] = loss / n_tok
-    if models.mwp2eq is not None:
+    if models.mwp2eq is not None and config.mwp2eq_on_real:
         out["mwp2eq"] = mwp2eq_real_loss(models, batch, config)
     return out
 
@@ -275,7 +278,8 @@ def phase2_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
     total = losses["loss"]
     if models.mwp2eq is not None:
         models.mwp2eq.train()
-        total = total + losses["mwp2eq"]  # disjoint parameters: one backward for both
+        if "mwp2eq" in losses:
+            total = total + losses["mwp2eq"]  # disjoint parameters: one backward for both
         trained["mwp2eq"] = models.mwp2eq
     total.backward()
     _update(trained, optimizers, config.max_grad_norm)

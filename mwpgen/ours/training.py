@@ -26,6 +26,7 @@ import torch
 
 from mwpgen import resume
 from mwpgen.resume import STATE_FILE
+from mwpgen.ours.selection import context_lm_loss
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, make_optimizers, mwp2eq_step, phase1_step, \
     phase2_step
 
@@ -44,6 +45,9 @@ class Schedule:
     mwp2eq_in_phase1: bool = True  # mwp2eq learns its own objective beside phase 1 (see steps.py)
     save_every: int = 10
     log_every: int = 10
+    eval_every: int = 0  # steps between validation measurements (0: at each phase's end only)
+    patience: int = 0  # measurements without a new best before a phase stops early (0: never)
+    threshold: float = 0.5  # the selector's inference threshold, for the validation context
 
     def phase_steps(self, n_examples: int) -> tuple[int, int]:
         per_epoch = math.ceil(n_examples / self.batch_size)
@@ -80,14 +84,15 @@ def _modules(models: JointModels) -> dict[str, torch.nn.Module]:
 
 
 def save_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict, step: int, history: list,
-               fp: str) -> None:
-    resume.save(path, fp, {"step": step, "history": history,
+               fp: str, best: dict | None = None) -> None:
+    resume.save(path, fp, {"step": step, "history": history, "best": best,
                            "models": {k: m.state_dict() for k, m in _modules(models).items()},
                            "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
                            "schedulers": {k: s.state_dict() for k, s in schedulers.items()}})
 
 
-def load_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict, fp: str) -> tuple[int, list]:
+def load_state(path: Path, models: JointModels, optimizers: dict, schedulers: dict,
+               fp: str) -> tuple[int, list, dict | None]:
     state = resume.load(path, fp)
     for k, m in _modules(models).items():
         m.load_state_dict(state["models"][k])
@@ -95,7 +100,7 @@ def load_state(path: Path, models: JointModels, optimizers: dict, schedulers: di
         o.load_state_dict(state["optimizers"][k])
     for k, s in schedulers.items():
         s.load_state_dict(state["schedulers"][k])
-    return state["step"], state["history"]
+    return state["step"], state["history"], state.get("best")
 
 
 def train_joint(
@@ -108,11 +113,16 @@ def train_joint(
     fingerprint_extra: dict | None = None,
     on_log: Callable[[dict], None] | None = None,
     on_step: Callable[[int], None] | None = None,
+    validation: Sequence[JointExample] = (),
 ) -> dict:
     """Run phase 1 then phase 2. `examples` is a list or `(phase, epoch) -> list` (fresh keyword dropout per
     epoch, reproducible). Resumes from `state_dir/state.pt` when it exists. `on_step(g)` is called after global
     step g (1-based) and its checkpoint; the tests raise from it to simulate a kill.
-    Returns {"history": per-step loss dicts, "steps": (S1, S2), "wall_time_s", "resumed_from"}."""
+    With `validation` problems, the generator's loss on them with the context the selector picks (or their
+    keywords) is measured every `schedule.eval_every` steps and at each phase's end; each phase ends with its
+    best weights, and stops early after `schedule.patience` measurements without a new best.
+    Returns {"history": per-step loss dicts, "val": [{step, phase, val_loss}], "best_steps": {phase: step},
+    "steps": (S1, S2), "wall_time_s", "resumed_from"}."""
     get = examples if callable(examples) else (lambda _p, _e: examples)
     n = len(get(1, 0))
     s1, s2 = schedule.phase_steps(n)
@@ -122,9 +132,11 @@ def train_joint(
     optimizers = make_optimizers(models, lr=schedule.lr, selector_lr=schedule.selector_lr)
     schedulers = {k: torch.optim.lr_scheduler.LambdaLR(o, lambda _s: 1.0) for k, o in optimizers.items()}
     step, history, resumed_from = 0, [], 0
+    best = _no_best()
     state_path = Path(state_dir) / STATE_FILE if state_dir is not None else None
     if state_path is not None and state_path.exists():
-        step, history = load_state(state_path, models, optimizers, schedulers, fp)
+        step, history, saved_best = load_state(state_path, models, optimizers, schedulers, fp)
+        best = saved_best or best
         resumed_from = step
         print(f"resuming from {state_path} at step {step}/{s1 + s2}", flush=True)
 
@@ -152,8 +164,17 @@ def train_joint(
         step += 1
         history.append({"step": step, "phase": phase, "epoch": epoch, "step_s": time.perf_counter() - t_step,
                         **losses})
+        if validation and ((schedule.eval_every and step % schedule.eval_every == 0) or step in (s1, s1 + s2)):
+            if _measure(models, validation, config, schedule, best, step, phase) and step not in (s1, s1 + s2):
+                print(f"phase {phase}: no better validation loss in {schedule.patience} measurements; "
+                      f"stopping it at step {step}", flush=True)
+                history[-1]["stopped_phase"] = phase
+                step = s1 if phase == 1 else s1 + s2
+            if step in (s1, s1 + s2):  # the phase's end: its best weights go on
+                _restore(models, best)
+                best = _no_best(best)
         if state_path is not None and step < s1 + s2 and (step % schedule.save_every == 0 or step == s1):
-            save_state(state_path, models, optimizers, schedulers, step, history, fp)
+            save_state(state_path, models, optimizers, schedulers, step, history, fp, best)
         if step % schedule.log_every == 0 or step in (s1, s1 + s2):
             window = [h for h in history[-schedule.log_every:] if h["phase"] == phase]
             record = {"step": step, "phase": phase, "epoch": epoch}
@@ -168,8 +189,37 @@ def train_joint(
             on_step(step)
     for m in _modules(models).values():
         m.eval()
-    return {"history": history, "steps": (s1, s2), "wall_time_s": time.perf_counter() - t0,
-            "resumed_from": resumed_from}
+    return {"history": history, "val": best["val"], "best_steps": best["best_steps"], "steps": (s1, s2),
+            "wall_time_s": time.perf_counter() - t0, "resumed_from": resumed_from}
+
+
+def _no_best(previous: dict | None = None) -> dict:
+    """The best-so-far record of a phase; `val` and `best_steps` carry over from earlier phases."""
+    return {"loss": math.inf, "step": 0, "bad": 0, "weights": None,
+            "val": previous["val"] if previous else [], "best_steps": previous["best_steps"] if previous else {}}
+
+
+def _measure(models: JointModels, validation, config: JointConfig, schedule: Schedule, best: dict, step: int,
+             phase: int) -> bool:
+    """Validation loss now; keep the best weights of this phase. True when the phase's patience has run out."""
+    loss = context_lm_loss(models, validation, config, schedule.threshold)
+    best["val"].append({"step": step, "phase": phase, "val_loss": loss})
+    if loss < best["loss"]:
+        best.update(loss=loss, step=step, bad=0, weights={
+            name: {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
+            for name, m in _modules(models).items()})
+        best["best_steps"][phase] = step
+    else:
+        best["bad"] += 1
+    print(f"step {step} phase {phase}: validation loss {loss:.4f} (best {best['loss']:.4f} at step {best['step']})",
+          flush=True)
+    return schedule.patience > 0 and best["bad"] >= schedule.patience
+
+
+def _restore(models: JointModels, best: dict) -> None:
+    if best["weights"] is not None:
+        for name, m in _modules(models).items():
+            m.load_state_dict(best["weights"][name])
 
 
 LOSS_KEYS = ("lm", "eq", "kl", "mwp2eq", "selected_frac")
