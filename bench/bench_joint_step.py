@@ -11,6 +11,8 @@ timed; memory is measured in one extra untimed step per arm):
   phase1  joint step 1: selector q_Psi + straight-through c + generator, L_LM + beta L_c
   phase2  joint step 2: frozen selector forward + generator + Gumbel-softmax relaxation + mwp2eq on
           the soft problem (L_eq) + mwp2eq on the real problem (its own NLL), two Adam steps
+  phase2-one-pass  the same without the pass on the real problem: L_eq trains mwp2eq too
+          (train.ours.mwp2eq_phase2 = generated; L_eq's gradient to the generator is unchanged)
 The selector's context slot holds every candidate word, so the plain prompt lists the same words:
 both generator sequences have the same length (printed).
 
@@ -39,6 +41,7 @@ import statistics
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -48,6 +51,7 @@ from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and
 from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.lm.training import lm_loss
+from mwpgen.runtime import autocast_dtype
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
 from tiny_model import tiny_model_dir  # noqa: E402
 
@@ -152,7 +156,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128, help="generator sequence length (prompt + context + problem)")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    ap.add_argument("--no-amp", action="store_true", help="fp32 on CUDA too (default: bf16 autocast on CUDA)")
+    ap.add_argument("--no-amp", action="store_true", help="fp32 (default: the pipeline's autocast: bf16 on CUDA and on "
+                    "CPUs with native bf16)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch CPU threads (default: 1 for tiny, whose ops are too small to split; else torch's)")
     args = ap.parse_args()
@@ -160,7 +165,7 @@ def main() -> None:
     torch.manual_seed(0)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
-    amp = torch.bfloat16 if device.type == "cuda" and not args.no_amp else None
+    amp = autocast_dtype(device, mixed_precision=not args.no_amp)
 
     tmp = tempfile.TemporaryDirectory()
     if args.model == "tiny":
@@ -196,8 +201,10 @@ def main() -> None:
         plain_opt.step()
         plain_opt.zero_grad(set_to_none=True)
 
+    one_pass = replace(cfg, mwp2eq_on_generated=True, mwp2eq_on_real=False)  # train.ours.mwp2eq_phase2: generated
     arms = {"plain": plain_step, "phase1": lambda: joint_step(1, models, examples, joint_opts, cfg),
-            "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg)}
+            "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg),
+            "phase2-one-pass": lambda: joint_step(2, models, examples, joint_opts, one_pass)}
 
     # FLOPs per step (module docstring).
     n_gen, n_par = matmul_params(gen), matmul_params(mwp2eq)
@@ -207,7 +214,8 @@ def main() -> None:
     t_par = args.batch * len(real_mwp2eq["input_ids"])  # soft and real mwp2eq inputs have the same layout
     sel = 2 * 2 * args.batch * len(enc.problem.ids) ** 2 * d_sel
     flops = {"plain": 6 * n_gen * t_gen, "phase1": 6 * n_gen * t_gen + sel,
-             "phase2": 6 * n_gen * t_gen + sel + 4 * n_par * t_par + 4 * t_prob * vocab * d_par + 6 * n_par * t_par}
+             "phase2": 6 * n_gen * t_gen + sel + 4 * n_par * t_par + 4 * t_prob * vocab * d_par + 6 * n_par * t_par,
+             "phase2-one-pass": 6 * n_gen * t_gen + sel + 6 * n_par * t_par + 4 * t_prob * vocab * d_par}
 
     print(f"model {args.model}: generator {sum(p.numel() for p in gen.parameters()) / 1e6:.2f}M params, "
           f"mwp2eq the same; device {device}{' bf16 autocast' if amp else ' fp32'}; threads {torch.get_num_threads()}")
@@ -231,7 +239,7 @@ def main() -> None:
     for name in arms:
         t, m = statistics.median(times[name]), mems[name]
         rate = flops[name] / t
-        print(f"{name:>7}: {t * 1e3:9.1f} ms/step (x{t / base_t:.2f})  {mem_kind} {m / 2**20:8.1f} MiB "
+        print(f"{name:>15}: {t * 1e3:9.1f} ms/step (x{t / base_t:.2f})  {mem_kind} {m / 2**20:8.1f} MiB "
               f"(x{m / max(base_m, 1):.2f})  {flops[name] / 1e9:8.2f} GFLOP/step  {rate / 1e9:7.2f} GFLOP/s "
               f"= {rate / peak:.1%} of matmul  [steps ms: {', '.join(f'{x * 1e3:.0f}' for x in times[name])}]")
 
