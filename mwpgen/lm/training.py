@@ -3,6 +3,25 @@
 Trains the generator with L_LM (paper Eq. 3) or mwp2eq with its NLL (Eq. 4); which one
 depends only on the examples (see prompts.py). Paper setting (supplementary Table "Model
 configurations"): Adam, lr 5e-5, batch 8, 20 epochs for the GPT baselines.
+
+Precision: `mixed_precision` trains under autocast where it pays (runtime.autocast_dtype: bf16 on CUDA and on
+CPUs with native bf16, fp16 + loss scaling on older GPUs); weights, Adam state and losses stay fp32.
+
+Validation, early stopping, checkpoint choice: with `validation` examples, the validation loss (the training loss,
+teacher-forced, token-weighted over the whole slice, in eval mode) is measured before the first step, every
+`eval_every` steps and at the end of each epoch (and of the run). The weights of the lowest validation loss are
+the returned (and saved) model; `patience` evaluations in a row without a lower loss stop the run early; `epochs`
+(and `max_steps`) stay the cap.
+
+Resume: with `resume_dir`, every `save_every` steps the whole state -- model and optimizer (and loss-scaler)
+states, step, the best weights so far and their loss, the patience count, the torch RNG states, the loss and
+validation histories and the open log window -- is written atomically to `resume_dir/state.pt` (plain tensors
+and containers: `torch.load(weights_only=True)` reads it, a state file can never run code). Step s's batch is a
+pure function of (seed, epoch, position), so a killed run restarted with the same arguments resumes from the
+last state and, on the same machine, ends bit-for-bit where the uninterrupted run would (tests/test_lm_training.py).
+The state carries a fingerprint of the settings, the data and the model; a state written by another
+configuration is refused by name (ResumeMismatch), never silently resumed. It is deleted when the run finishes
+(after the final model is saved to `checkpoint_dir`).
 """
 
 from __future__ import annotations
@@ -17,24 +36,75 @@ import torch.nn.functional as F
 
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
+from mwpgen import resume
+from mwpgen.resume import STATE_FILE
 from mwpgen.runtime import ProgressLog, autocast_dtype, needs_grad_scaler
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
 
-
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Eq. 3: -log p(m_t | E, c, m_<t) over target positions (labels != -100), averaged per token
-    rather than summed so the learning rate does not depend on problem length."""
+    rather than summed so the learning rate does not depend on problem length (reduction="sum": the sum)."""
     shift_logits = logits[:, :-1, :].float()  # position t predicts token t+1
     shift_labels = labels[:, 1:]
     return F.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1),
-                           ignore_index=IGNORE_INDEX)
+                           ignore_index=IGNORE_INDEX, reduction=reduction)
 
 
 def _batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)  # reproducible per (seed, epoch)
     order = torch.randperm(n, generator=g).tolist()
     return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+
+
+def validation_batches(tokenizer, examples: Sequence[LMExample], batch_size: int,
+                       max_length: int) -> list[dict[str, torch.Tensor]]:
+    """The validation slice encoded once, in batches of similar length (less padding; the loss is unaffected)."""
+    encoded = sorted((encode_example(tokenizer, ex, max_length) for ex in examples), key=lambda e: len(e["input_ids"]))
+    return [collate(encoded[i : i + batch_size], tokenizer.pad_token_id) for i in range(0, len(encoded), batch_size)]
+
+
+@torch.no_grad()
+def validation_loss(model: torch.nn.Module, batches: Sequence[dict[str, torch.Tensor]],
+                    device: str | torch.device = "cpu", amp_dtype: torch.dtype | None = None) -> float:
+    """The training loss on held-out batches, per target token over all of them (eval mode: no dropout)."""
+    device = torch.device(device)
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for batch in batches:
+        batch = {k: v.to(device) for k, v in batch.items()}
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        total += float(lm_loss(logits, batch["labels"], reduction="sum"))
+        count += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+def run_fingerprint(settings: dict, examples: Sequence[LMExample], validation: Sequence[LMExample],
+                    model: torch.nn.Module, extra: dict | None = None) -> str:
+    """What shapes the run (settings, epoch 0's examples, the validation slice, the model's shape and `extra`, e.g.
+    the model id): a state is resumed only by the run that wrote it."""
+    return resume.fingerprint(settings=settings, data=[(e.prompt, e.target, e.kind) for e in examples],
+                              validation=[(e.prompt, e.target, e.kind) for e in validation],
+                              model=[type(model).__name__, sum(p.numel() for p in model.parameters())],
+                              extra=extra or {})
+
+
+def _cpu_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
+def remove_state(resume_dir: Path | None) -> None:
+    """Delete a finished run's resume state (and its folder, when nothing else is in it)."""
+    if resume_dir is None:
+        return
+    (Path(resume_dir) / STATE_FILE).unlink(missing_ok=True)
+    try:
+        Path(resume_dir).rmdir()
+    except OSError:
+        pass
 
 
 def train_causal_lm(
@@ -55,10 +125,27 @@ def train_causal_lm(
     max_steps: int | None = None,
     grad_accum: int = 1,
     max_grad_norm: float = 1.0,
+    validation: Sequence[LMExample] | None = None,
+    eval_every: int = 0,
+    patience: int = 0,
+    on_eval: Callable[[dict], None] | None = None,
+    resume_dir: Path | None = None,
+    save_every: int = 10,
+    fingerprint_extra: dict | None = None,
+    on_step: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune `model` on `examples` (a list, or `epoch -> list` for fresh keyword dropout per
-    epoch). One optimizer step = `grad_accum` micro-batches of `batch_size`. Returns
-    {"losses": per-step losses, "log": on_log records, "steps", "tokens", "wall_time_s", "checkpoint_dir"}.
+    epoch). One optimizer step = `grad_accum` micro-batches of `batch_size`.
+
+    `validation` (examples built once, e.g. without keyword dropout): measured before the first step, every
+    `eval_every` steps (0: only) at each epoch's end and at the last step, each record {step, epoch, val_loss,
+    best_val_loss, best_step} passed to `on_eval`; the best weights are the model returned and saved; `patience`
+    evaluations without improvement stop the run (0: never). `resume_dir`: resumable state every `save_every`
+    steps (see the module doc). `on_step(step)` is called after each step and its checkpoint (tests raise from it
+    to simulate a kill).
+
+    Returns {"losses": per-step losses, "log": on_log records, "val": on_eval records, "steps", "tokens",
+    "wall_time_s", "checkpoint_dir", "best_step", "best_val_loss", "stopped_early", "resumed_from", "precision"}.
     """
     device = torch.device(device)
     torch.manual_seed(seed)
@@ -72,49 +159,120 @@ def train_causal_lm(
     n_examples = len(get_examples(0))
     steps_per_epoch = math.ceil(math.ceil(n_examples / batch_size) / grad_accum)
     total_steps = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
+    validation = list(validation or [])
+    val_batches = validation_batches(tokenizer, validation, batch_size, max_length) if validation else []
 
-    step, epoch, losses = 0, 0, []
+    settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length, "seed": seed,
+                "grad_accum": grad_accum, "max_grad_norm": max_grad_norm, "total_steps": total_steps,
+                "eval_every": eval_every, "patience": patience, "precision": str(amp_dtype), "device": device.type}
+    fp = run_fingerprint(settings, get_examples(0), validation, model, fingerprint_extra)
+    state_path = Path(resume_dir) / STATE_FILE if resume_dir is not None else None
+
+    # Everything a resumed run restores (the model and optimizer aside).
+    run: dict[str, Any] = {"step": 0, "losses": [], "val": [], "best_val_loss": math.inf, "best_step": None,
+                           "bad_evals": 0, "stopped_early": False, "tokens": 0, "wall_time_s": 0.0}
+    best_weights: dict[str, torch.Tensor] | None = None
     progress = ProgressLog(total_steps, log_every, on_log)
+    resumed_from = 0
+    state = resume.load(state_path, fp) if state_path is not None else None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        run = state["run"]
+        best_weights = _cpu_copy(model) if state["best_is_current"] else state["best_weights"]
+        progress.load_state_dict(state["progress"])
+        del state  # ~3x the weights: not held through training
+        resumed_from = run["step"]
+        print(f"resuming from {state_path} at step {resumed_from}/{total_steps}", flush=True)
+
+    def save_state() -> None:
+        best_is_current = run["best_step"] == run["step"]
+        resume.save(state_path, fp, {
+            "run": {**run, "wall_time_s": run["wall_time_s"] + time.perf_counter() - t_start},
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else {},
+            "best_is_current": best_is_current, "best_weights": None if best_is_current else best_weights,
+            "progress": progress.state_dict()})
+
+    def evaluate(epoch: int) -> None:
+        nonlocal best_weights
+        loss = validation_loss(model, val_batches, device, amp_dtype)
+        step = run["step"]
+        if loss < run["best_val_loss"]:
+            run.update(best_val_loss=loss, best_step=step, bad_evals=0)
+            best_weights = _cpu_copy(model)
+        else:
+            run["bad_evals"] += 1
+        record = {"step": step, "epoch": epoch, "val_loss": loss, "best_val_loss": run["best_val_loss"],
+                  "best_step": run["best_step"]}
+        run["val"].append(record)
+        print(f"eval step {step}/{total_steps} ep {epoch} val_loss {loss:.4f} "
+              f"(best {run['best_val_loss']:.4f} at step {run['best_step']})", flush=True)
+        if on_eval is not None:
+            on_eval(record)
+        if patience and run["bad_evals"] >= patience:
+            run["stopped_early"] = True
+
     t_start = time.perf_counter()
-    total_tokens = 0
+    if val_batches and run["step"] == 0:
+        evaluate(0)  # the starting point: fine-tuning must beat it to replace it
+    encoded_epoch, encoded, micro_batches = None, [], []
+    while run["step"] < total_steps and not run["stopped_early"]:
+        epoch, position = divmod(run["step"], steps_per_epoch)
+        if encoded_epoch != epoch:
+            encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
+            micro_batches = _batches(len(encoded), batch_size, seed, epoch)
+            encoded_epoch = epoch
+        group = micro_batches[position * grad_accum : (position + 1) * grad_accum]
+        step_loss = 0.0
+        for idx in group:
+            batch = {k: v.to(device) for k, v in collate([encoded[i] for i in idx], tokenizer.pad_token_id).items()}
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+                loss = lm_loss(logits, batch["labels"])
+            scaled = loss / len(group)
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+            step_loss += loss.item() / len(group)
+            n_tok = int(batch["attention_mask"].sum())
+            progress.add(loss.item(), 1, n_tok, len(idx))
+            run["tokens"] += n_tok
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        run["step"] += 1
+        run["losses"].append(step_loss)
+        step = run["step"]
+        progress.step(step, epoch, lr)
 
-    while epoch < epochs and step < total_steps:
-        encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
-        micro_batches = _batches(len(encoded), batch_size, seed, epoch)
-        for start in range(0, len(micro_batches), grad_accum):
-            if step >= total_steps:
-                break
-            group = micro_batches[start : start + grad_accum]
-            step_loss = 0.0
-            for idx in group:
-                batch = {k: v.to(device) for k, v in collate([encoded[i] for i in idx], tokenizer.pad_token_id).items()}
-                with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-                    loss = lm_loss(logits, batch["labels"])
-                scaled = loss / len(group)
-                (scaler.scale(scaled) if scaler is not None else scaled).backward()
-                step_loss += loss.item() / len(group)
-                n_tok = int(batch["attention_mask"].sum())
-                progress.add(loss.item(), 1, n_tok, len(idx))
-                total_tokens += n_tok
-            if scaler is not None:
-                scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
-            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            losses.append(step_loss)
+        epoch_end = step % steps_per_epoch == 0 or step == total_steps
+        if val_batches and (epoch_end or (eval_every and step % eval_every == 0)):
+            evaluate(epoch)
+        finished = step >= total_steps or run["stopped_early"]
+        if state_path is not None and not finished and step % save_every == 0:
+            save_state()
+        if on_step is not None:
+            on_step(step)
 
-            progress.step(step, epoch, lr)
-        epoch += 1
-
+    if run["stopped_early"] and (not progress.records or progress.records[-1]["step"] != run["step"]):
+        progress.step(run["step"], (run["step"] - 1) // steps_per_epoch, lr, force=True)  # the last partial window
+    if best_weights is not None and run["best_step"] != run["step"]:
+        model.load_state_dict(best_weights)  # checkpoint choice: the lowest validation loss
     model.eval()
-    wall = time.perf_counter() - t_start
+    wall = run["wall_time_s"] + time.perf_counter() - t_start
     if checkpoint_dir is not None:
         atomic_save_pretrained(model, tokenizer, Path(checkpoint_dir))
-    return {"losses": losses, "log": progress.records, "steps": step, "tokens": total_tokens,
-            "wall_time_s": wall, "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None}
+    remove_state(resume_dir)
+    return {"losses": run["losses"], "log": progress.records, "val": run["val"], "steps": run["step"],
+            "tokens": run["tokens"], "wall_time_s": wall,
+            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
+            "best_step": run["best_step"], "best_val_loss": run["best_val_loss"] if val_batches else None,
+            "stopped_early": run["stopped_early"], "resumed_from": resumed_from,
+            "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]}
