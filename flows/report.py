@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config import Params
-from mwpgen.evaluation.report import (BASELINE, REFERENCE_METRICS, deltas_vs_gpt_pre, selection_summary, summary,
+from mwpgen.evaluation.report import (BASELINE, REFERENCE_METRICS, SMOKE_BANNER, deltas_vs_gpt_pre, selection_summary, summary,
                                       table2, table3, table4, table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
@@ -124,12 +124,16 @@ def report(params: Params) -> dict:
                   "table4": table4(scores, lambda m: variant_of(m, trained_variants), table4_rows, TABLE4_ROWS,
                                    ab.datasets, predictions, exp.seed),
                   "table5": table5(examples, selection=selection)}
+        if exp.smoke:
+            for table in tables.values():
+                table.banner = SMOKE_BANNER
         for name, table in tables.items():
             for ext in ("md", "csv", "tex"):
                 path = REPORTS / f"{name}.{ext}"
                 atomic_write_text(path, getattr(table, {"md": "markdown", "tex": "latex"}.get(ext, ext))())
                 run.artifact(path, "tables")
-        readme = "# mwpgen results\n\n" + "\n".join(t.markdown() for t in tables.values()) + "\n" + \
+        title = "# mwpgen smoke test (not results)" if exp.smoke else "# mwpgen results"
+        readme = title + "\n\n" + "\n".join(t.markdown() for t in tables.values()) + "\n" + \
                  _what_was_run(params, train_metrics)
         atomic_write_text(REPORTS / "README.md", readme)
         run.artifact(REPORTS / "README.md", "tables")

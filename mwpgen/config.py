@@ -70,16 +70,17 @@ class SplitParams(Section):
 
 
 class ExperimentParams(Section):
-    datasets: list[Dataset] = Field(["arithmetic", "mawps"], min_length=1,
+    datasets: list[Dataset] = Field(["arithmetic"], min_length=1,
                                     description="Datasets the model stages run on (dvc.yaml's matrix reads this).")
     folds: list[int] = Field([0], min_length=1, description="Cross-validation folds the model stages run on "
                              "(each in [0, split.n_folds)).")
     max_train: int = Field(0, ge=0, description="Seeded subsample of each training fold (0 = all of it).")
-    max_test: int = Field(100, ge=0, description="Seeded subsample of each test fold (0 = all of it).")
+    max_test: int = Field(0, ge=0, description="Seeded subsample of each test fold (0 = all of it).")
     validation_size: int = Field(100, ge=0, description="Problems carved (seeded, the same for every model of a "
                                  "fold) out of each training fold before max_train subsamples it: the validation "
                                  "slice that early stopping and checkpoint choice read (0 = none).")
     seed: int = Field(2021, ge=0, description="Seed of the subsamples, keyword dropout, training and decoding.")
+    smoke: bool = Field(False, description="A smoke test (profiles/smoke.yaml): every table says so.")
 
     @field_validator("folds")
     @classmethod
@@ -112,11 +113,18 @@ class LMTrainParams(Section):
 
 
 class GeneratorTrainParams(LMTrainParams):
-    max_train: int = Field(240, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
+    epochs: int = Field(2, ge=1, le=100, description="Passes over the training fold at most (the paper: 20 on a "
+                        "GPU; early stopping on the validation slice usually ends sooner).")
+    eval_every: int = Field(20, ge=0, description="Optimizer steps between validation-loss evaluations (also at each "
+                            "epoch end and before the first step; 0 = at epoch ends only). The saved model is the "
+                            "one of lowest validation loss.")
+    save_every: int = Field(50, ge=1, description="Steps between resumable training-state checkpoints (SmolLM2's "
+                            "state is ~1.5 GB: writing it costs seconds).")
 
 
-class EvaluatorTrainParams(LMTrainParams):
-    max_train: int = Field(320, ge=0, description="Cap on this model's training examples (0 = experiment.max_train).")
+class EvaluatorTrainParams(GeneratorTrainParams):
+    epochs: int = Field(3, ge=1, le=100, description="Passes over the training fold at most; the evaluator is "
+                        "trained to its validation optimum.")
 
 
 class OursPhaseParams(Section):
@@ -127,15 +135,15 @@ class OursPhaseParams(Section):
 class OursTrainParams(Section):
     """The paper's method ("ours", Section 2.3): switches reproduce every row of Table 4."""
 
-    phase1: OursPhaseParams = Field(OursPhaseParams(max_steps=20),
+    phase1: OursPhaseParams = Field(OursPhaseParams(),
                                     description="Selector + generator, L_LM + beta L_c (Eq. 6).")
-    phase2: OursPhaseParams = Field(OursPhaseParams(max_steps=10),
+    phase2: OursPhaseParams = Field(OursPhaseParams(),
                                     description="Generator + mwp2eq, L_LM + alpha L_eq (Eq. 4); selector frozen.")
     batch_size: int = Field(8, ge=1, le=512, description="Examples per step (the paper: 8).")
     lr: float = Field(5e-5, gt=0, le=1, description="Adam learning rate of generator, selector and mwp2eq.")
     max_length: int = Field(128, ge=16, le=2048, description="Token budget of mwp2eq's real examples.")
     max_problem_tokens: int = Field(96, ge=8, le=2048, description="Generator target tokens kept per problem.")
-    max_train: int = Field(240, ge=0, description="Cap on training examples (0 = experiment.max_train).")
+    max_train: int = Field(0, ge=0, description="Cap on training examples (0 = experiment.max_train).")
     alpha: float = Field(1.0, ge=0, description="Weight of L_eq (Eq. 7); the paper does not report its value.")
     beta: float = Field(1.0, ge=0, description="Weight of L_c (Eq. 7); the paper does not report its value.")
     rho: float = Field(0.1, gt=0, lt=1, description="Bernoulli prior of the context selector (Eq. 6).")
@@ -162,7 +170,8 @@ class OursTrainParams(Section):
     mwp2eq_in_phase1: bool = Field(True, description="mwp2eq also learns its own objective during phase 1 "
                                    "(on real problems only), so phase 2 starts with an mwp2eq that can parse.")
     threshold: float = Field(0.5, gt=0, lt=1, description="Inference: words with q > threshold are the context.")
-    save_every: int = Field(10, ge=1, description="Steps between resumable training-state checkpoints.")
+    save_every: int = Field(50, ge=1, description="Steps between resumable training-state checkpoints (generator, "
+                            "mwp2eq and their optimizers: ~3 GB for SmolLM2).")
     eval_every: int = Field(20, ge=0, description="Steps between validation-loss measurements in each phase (0 = at "
                             "each phase's end only); each phase ends with its weights of lowest validation loss.")
     patience: int = Field(3, ge=0, description="A phase stops after this many measurements without a lower "
@@ -172,7 +181,8 @@ class OursTrainParams(Section):
 class Seq2SeqTrainParams(Section):
     """Seq2seq baselines trained from scratch (supplementary Table "Model configurations"), scaled for CPU."""
 
-    steps: int = Field(250, ge=1, description="Optimizer steps (the paper: 5,000; 15,000 for Math23K).")
+    steps: int = Field(400, ge=1, description="Optimizer steps at most (the paper: 5,000; 15,000 for Math23K); "
+                       "early stopping on the validation slice may end sooner.")
     math23k_steps_factor: float = Field(3.0, gt=0, description="Math23K trains steps x this (the paper: 3).")
     emb_dim: int = Field(300, ge=8, description="RNN word-embedding size (the paper and GloVe: 300).")
     rnn_hidden: int = Field(256, ge=8, description="LSTM hidden size (the paper: 512).")

@@ -62,7 +62,7 @@ def project(tmp_path_factory, prefect_api):
     corpus = [r["text"] + " " + r["equation"] for r in records] + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE]
     tiny_model_dir(dest / "tiny-model", corpus)
     params = yaml.safe_load((dest / "params.yaml").read_text())
-    params["experiment"].update(datasets=["arithmetic"], folds=[0], max_train=0, max_test=0)
+    params["experiment"].update(datasets=["arithmetic"], folds=[0], max_train=0, max_test=0, validation_size=6)
     params["train"].update(model=str(dest / "tiny-model"), log_every=5)
     for kind in ("generator", "evaluator"):
         params["train"][kind].update(max_steps=40, batch_size=8, lr=3e-3, max_train=0)

@@ -70,15 +70,19 @@ class Table:
     columns: list[str]  # header labels after the row label
     rows: list[tuple[str, list[str]]]  # (label, cells)
     notes: list[str] = field(default_factory=list)
+    banner: str = ""  # e.g. SMOKE_BANNER: stated above the table in every format
 
     def markdown(self) -> str:
-        lines = [f"### {self.title}", "", "| | " + " | ".join(self.columns) + " |",
+        lines = ([f"**{self.banner}**", ""] if self.banner else []) + [
+                 f"### {self.title}", "", "| | " + " | ".join(self.columns) + " |",
                  "|---|" + "---|" * len(self.columns)]
         lines += [f"| {label} | " + " | ".join(cells) + " |" for label, cells in self.rows]
         return "\n".join(lines + [""] + [f"- {n}" for n in self.notes]) + "\n"
 
     def csv(self) -> str:
         buf = io.StringIO()
+        if self.banner:
+            buf.write(f"# {self.banner}\n")
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow(["model", *self.columns])
         writer.writerows([label, *cells] for label, cells in self.rows)
@@ -91,7 +95,12 @@ class Table:
         lines = [r"\begin{tabular}{l" + "c" * len(self.columns) + "}", r"\toprule",
                  " & " + " & ".join(esc(c) for c in self.columns) + r" \\", r"\midrule"]
         lines += [esc(label) + " & " + " & ".join(esc(c) for c in cells) + r" \\" for label, cells in self.rows]
-        return "\n".join([f"% {self.title}", *lines, r"\bottomrule", r"\end{tabular}"]) + "\n"
+        head = [f"% {self.banner}"] if self.banner else []
+        return "\n".join([*head, f"% {self.title}", *lines, r"\bottomrule", r"\end{tabular}"]) + "\n"
+
+
+SMOKE_BANNER = ("SMOKE TEST: a few training steps on a few problems, to check that every stage runs. These numbers "
+                "are not results.")
 
 
 def aggregate(scores: Iterable[dict], metrics: Sequence[str]) -> dict[tuple[str, str, str], Cell]:
