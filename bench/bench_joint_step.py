@@ -53,7 +53,10 @@ from mwpgen.ours.selector import ContextSelector
 from mwpgen.lm.training import lm_loss
 from mwpgen.runtime import autocast_dtype
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/flops.py, when loaded from elsewhere
 from tiny_model import tiny_model_dir  # noqa: E402
+
+from flops import matmul_params, matmul_rate  # noqa: E402  (bench/flops.py)
 
 EQUATION = "x = ( num1 - num2 ) - num3"
 SENTENCE = ("Joan found num1 seashells on the beach . She gave num2 of them to Tom and num3 to her sister . "
@@ -124,28 +127,6 @@ def peak_memory(fn, device: torch.device) -> int:
     with RssPeak() as rss:
         fn()
     return rss.delta
-
-
-def matmul_flops(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> float:
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    times = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        a @ b
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    return 2 * n**3 / min(times)
-
-
-def matmul_params(model) -> int:
-    n = sum(p.numel() for p in model.parameters())
-    emb, out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
-    return n if emb is out else n - emb.numel()
 
 
 def main() -> None:
@@ -232,7 +213,7 @@ def main() -> None:
             times[name].append(timed(fn, device))
     mems = {name: peak_memory(fn, device) for name, fn in arms.items()}
     n_mm = 8192 if device.type == "cuda" else 1024
-    peak = matmul_flops(device, amp or torch.float32, n_mm, reps=10 if device.type == "cuda" else 5)
+    peak = matmul_rate(device, amp or torch.float32, n_mm, reps=10 if device.type == "cuda" else 5)
     print(f"dense matmul {n_mm}x{n_mm} {amp or torch.float32}: {peak / 1e9:.1f} GFLOP/s")
     mem_kind = "peak alloc" if device.type == "cuda" else "peak RSS delta"
     base_t, base_m = statistics.median(times["plain"]), mems["plain"]

@@ -41,39 +41,16 @@ from mwpgen.lm.training import lm_loss, train_causal_lm
 from mwpgen.runtime import autocast_dtype, cpu_supports_bf16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/flops.py, when loaded from elsewhere
 from tiny_model import tiny_model_dir  # noqa: E402
+
+from flops import matmul_params, matmul_rate, sync  # noqa: E402  (bench/flops.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 SYNTHETIC = [("Joan found num1 shells . She gave num2 away . How many are left ?", "x = ( num1 - num2 )"),
              ("Tom has num1 boxes with num2 candies each . How many candies ?", "x = ( num1 * num2 )"),
              ("A jar holds num1 marbles . Sam adds num2 . How many now ?", "x = ( num1 + num2 )"),
              ("num1 dollars are shared by num2 kids . How much each ?", "x = ( num1 / num2 )")]
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> float:
-    """FLOP/s of the fastest of `reps` dense n x n matmuls in `dtype`."""
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    for _ in range(2):
-        a @ b
-    times = []
-    for _ in range(reps):
-        sync(device)
-        t = time.perf_counter()
-        a @ b
-        sync(device)
-        times.append(time.perf_counter() - t)
-    return 2 * n**3 / min(times)
-
-
-def matmul_params(model) -> int:
-    n = sum(p.numel() for p in model.parameters())
-    emb, out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
-    return n if emb is out else n - emb.numel()
 
 
 def curve_examples(dataset: str, n: int):
