@@ -60,7 +60,8 @@ def train_ours(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[Joi
                device: str, seed: int, mixed_precision: bool, log_every: int, bundle_dir: Path, resume_dir: Path,
                evaluator_dir: Path | None = None, on_log=None, validation: Sequence[JointExample] = ()) -> dict:
     """Build ours, train both phases (resuming from `resume_dir`; each phase keeps its weights of lowest loss on
-    `validation`), save the bundle; the finished bundle supersedes the resume state, which is deleted."""
+    `validation`), save the bundle (with the co-trained mwp2eq, when there is one, for verified generation); the
+    finished bundle supersedes the resume state, which is deleted."""
     models = build_models(model_id, context=cfg.context, equation_loss=cfg.equation_loss,
                           mwp2eq_init=cfg.mwp2eq_init, device=device, seed=seed, selector=cfg.selector,
                           rho=cfg.rho, evaluator_dir=evaluator_dir)
@@ -71,6 +72,6 @@ def train_ours(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[Joi
     save_bundle(bundle_dir, models.generator, models.tokenizer, models.selector,
                 {"context": cfg.context, "selector": cfg.selector, "threshold": cfg.threshold,
                  "max_problem_tokens": cfg.max_problem_tokens,
-                 "train": cfg.model_dump(), "base_model": model_id})
+                 "train": cfg.model_dump(), "base_model": model_id}, mwp2eq=models.mwp2eq)
     (Path(resume_dir) / STATE_FILE).unlink(missing_ok=True)
     return result | {"device": device}

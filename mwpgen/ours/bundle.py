@@ -4,8 +4,12 @@ the generator writes the problem from the same inputs it was trained on.
 Bundle folder (written atomically):
     generator/             the fine-tuned LM (save_pretrained, with its tokenizer)
     selector.safetensors   q_Psi: w, b and the frozen pre-trained embedding matrix it reads (Eq. 5)
+    mwp2eq/                the co-trained mwp2eq p_Phi (save_pretrained, with the shared tokenizer), when ours was
+                           trained with L_eq; absent otherwise (and in bundles written before it was kept)
     ours.json              the switches it was trained with (context source, threshold, ...)
-The co-trained mwp2eq is not kept: it only shapes training; ACC-eq is judged by the independent evaluator.
+The co-trained mwp2eq is kept so that `mwpgen generate --verify` can check a problem before showing it (it
+parses each candidate back into an equation, mwpgen/service.py). It never scores anything: ACC-eq is judged by the
+independent evaluator only.
 
 Inference context. Training fed the generator every candidate word of the problem in the context slot, each
 word's token embeddings multiplied by its sample c (0 or 1; selector.gated_context_embeddings). Inference uses
@@ -30,12 +34,18 @@ from mwpgen.ours.steps import JointExample, encode_joint, pad_rows
 from mwpgen.ours.selector import ContextSelector, selected_words, selector_batch
 
 BUNDLE_FORMAT = "mwpgen-ours/1"
+MWP2EQ_DIR = "mwp2eq"
 
 
-def save_bundle(out_dir: Path, generator, tokenizer, selector: ContextSelector | None, settings: dict) -> Path:
+def save_bundle(out_dir: Path, generator, tokenizer, selector: ContextSelector | None, settings: dict,
+                mwp2eq=None) -> Path:
+    """Write the bundle atomically; `mwp2eq` is the co-trained parser (None: a variant without L_eq)."""
     with atomic_directory(out_dir) as tmp:
         generator.save_pretrained(tmp / "generator", safe_serialization=True)
         tokenizer.save_pretrained(tmp / "generator")
+        if mwp2eq is not None:
+            mwp2eq.save_pretrained(tmp / MWP2EQ_DIR, safe_serialization=True)
+            tokenizer.save_pretrained(tmp / MWP2EQ_DIR)  # the shared vocabulary (Eq. 4), so it loads on its own
         if selector is not None:
             save_file({k: v.detach().cpu().contiguous() for k, v in selector.state_dict().items()},
                       str(tmp / "selector.safetensors"))
@@ -69,6 +79,17 @@ def load_bundle(path: Path, device: str = "cpu"):
         selector.load_state_dict(state)
         selector.to(device).eval()
     return generator.eval(), tokenizer, selector, settings
+
+
+def load_mwp2eq(path: Path, device: str = "cpu"):
+    """The bundle's co-trained mwp2eq in eval mode, or None when ours was trained without one."""
+    from mwpgen.lm.loading import load_model_and_tokenizer
+
+    folder = Path(path) / MWP2EQ_DIR
+    if not (folder / "config.json").exists():
+        return None
+    model, _ = load_model_and_tokenizer(str(folder), Path(path), pretrained=True, device=device)
+    return model.eval()
 
 
 @torch.no_grad()

@@ -1,0 +1,51 @@
+"""Stage `register`: the trained ours of each (dataset, fold) the default run trains, logged as an MLflow pyfunc model
+(generator, selector settings, co-trained mwp2eq, signature, input example; tasks/pyfunc_model.py) beside the run
+that trained it, and registered as `mwpgen-ours` with the alias `<dataset>-fold<k>`.
+
+Serve it with `mlflow models serve -m models:/mwpgen-ours/<version> --env-manager local` (or `@arithmetic-fold0`);
+`mwpgen generate --model models:/mwpgen-ours/<version>` generates with the same model on the command line.
+Writes metrics/register.json: the model URI, version, model id and run of each registered fold.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
+from mwpgen.config import Params
+from mwpgen.io import write_json
+from tasks.pyfunc_model import log_ours_model, training_run_id
+from tasks.tracking import fold_run
+
+MODEL = "ours"
+METRICS = PROJECT_ROOT / "metrics" / "register.json"
+log_model = task(log_ours_model, name="log_and_register", cache_policy=NO_CACHE)
+
+
+@flow(name="register")
+def register(params: Params) -> dict:
+    log = get_run_logger()
+    registered = []
+    for dataset in params.experiment.datasets:
+        for fold in params.experiment.folds:
+            bundle = fold_paths(MODEL, dataset, fold).model_dir
+            if not (bundle / "ours.json").exists():
+                raise FileNotFoundError(f"no trained ours at {bundle}; run `dvc repro train_ours` first")
+            run_id = training_run_id(MODEL, dataset, fold)
+            if run_id is None:  # trained elsewhere (e.g. pulled from the DVC cache): file it under the fold's run
+                log.warning("no MLflow run in this store trained %s; logging it under the fold run", bundle)
+                with fold_run(MODEL, dataset, fold, "register") as run:
+                    info = log_model(bundle, run.run_id, dataset, fold)
+            else:
+                info = log_model(bundle, run_id, dataset, fold)
+            log.info("%s/fold%d: %s (%s), run %s", dataset, fold, info["model_uri"], info["alias_uri"], info["run_id"])
+            registered.append(info)
+    result = {"registered": registered}
+    write_json(METRICS, result)
+    return result
+
+
+if __name__ == "__main__":
+    args = stage_args(__doc__)
+    run_stage(register, params_or_exit(args.params), failed_metrics=[METRICS])

@@ -1,0 +1,164 @@
+"""A trained ours answering generation requests (mwpgen.request): the one code path behind `mwpgen generate`, the
+MLflow model (tasks/pyfunc_model.py) and bench/verify_k.py.
+
+For a request it
+1. builds the generator's prompt exactly as training did (mwpgen.ours.steps.encode_joint): the equation, then the
+   user's keywords in the context slot (every word kept, c = 1: there is no problem text to select from), then
+   " problem:";
+2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several) and scores each by the generator's
+   mean token log-likelihood of the text and its EOS, teacher-forced as in training (one forward pass; decoding
+   scores would be those of the warped top-p distribution);
+3. parses each candidate with the bundle's co-trained mwp2eq (greedy, mwpgen.lm.decoding.predict_equations) and
+   marks it verified when the parse is symbolically the input equation (mwpgen.data.equations.equivalent);
+4. with `verify = K`, keeps the verified candidates first, each group ranked by likelihood, and returns the best n
+   (unverified ones only when fewer than n passed, and marked so); without it, the n samples in order;
+5. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
+   the answer from the input equation.
+The co-trained mwp2eq only chooses what is shown here; the independent evaluator alone scores ACC-eq.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from mwpgen.data.equations import equivalent
+from mwpgen.lm.decoding import _generation_config, predict_equations
+from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
+from mwpgen.ours.steps import JointExample, encode_joint
+from mwpgen.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
+                            format_number, number_value)
+from mwpgen.runtime import resolve_device
+
+@dataclass
+class Problem:
+    """One generated problem, as every output format shows it."""
+    request: int  # index of the request in its batch
+    rank: int  # 1 = best
+    equation: str  # the input equation, masked (what the model read)
+    given: str  # the input equation as written
+    context: str
+    text: str  # numbers filled in (when known) and detokenised
+    masked_text: str  # as the generator wrote it
+    verified: bool | None  # None: the model has no co-trained mwp2eq, nothing was checked
+    parsed_equation: str | None  # the co-trained mwp2eq's reading of masked_text
+    answer: str | None  # x for the numbers, None while the numbers are num tokens
+    numbers: dict[str, str] = field(default_factory=dict)
+    log_likelihood: float = 0.0  # mean per token (text + EOS) under the generator
+
+    def record(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def bundle_folder(path: str | Path) -> Path:
+    """The bundle inside `path`: a bundle itself (ours.json) or an MLflow model folder (MLmodel) holding one as its
+    pyfunc artifact `bundle` (tasks/pyfunc_model.py)."""
+    path = Path(path)
+    if (path / "ours.json").exists():
+        return path
+    if (path / "MLmodel").exists():
+        import yaml
+
+        meta = yaml.safe_load((path / "MLmodel").read_text(encoding="utf-8")) or {}
+        artifact = meta.get("flavors", {}).get("python_function", {}).get("artifacts", {}).get("bundle", {})
+        if artifact.get("path") and (path / artifact["path"] / "ours.json").exists():
+            return path / artifact["path"]
+        raise FileNotFoundError(f"{path} is an MLflow model without an ours bundle (pyfunc artifact 'bundle')")
+    if not path.exists():
+        raise FileNotFoundError(f"no model at {path}")
+    raise FileNotFoundError(f"{path} is not a trained ours model (no ours.json, no MLmodel)")
+
+
+class Service:
+    def __init__(self, generator, tokenizer, mwp2eq, settings: dict):
+        self.generator, self.tokenizer, self.mwp2eq, self.settings = generator, tokenizer, mwp2eq, settings
+        self.device = next(generator.parameters()).device
+
+    @classmethod
+    def load(cls, path: str | Path, device: str = "auto") -> "Service":
+        folder = bundle_folder(path)
+        bundle_settings(folder)  # a clear error for a wrong format before loading weights
+        device = resolve_device(device)
+        generator, tokenizer, _selector, settings = load_bundle(folder, device)
+        return cls(generator, tokenizer, load_mwp2eq(folder, device), settings)
+
+    @property
+    def can_verify(self) -> bool:
+        return self.mwp2eq is not None
+
+    def check(self, request: Request) -> Request:
+        """What the model itself cannot do, as a RequestError before any generation."""
+        if request.verify and not self.can_verify:
+            raise RequestError("verify", "this model has no co-trained mwp2eq (it was trained without L_eq), so "
+                               "it cannot check its problems; drop verify")
+        return request
+
+    def answer(self, request: Request, index: int = 0) -> list[Problem]:
+        self.check(request)
+        texts, scores = self._candidates(request)
+        parsed: list[str | None] = [None] * len(texts)
+        verified: list[bool | None] = [None] * len(texts)
+        if self.can_verify:
+            parsed = self.parse(texts)
+            verified = [equivalent(p, request.equation) for p in parsed]
+        order = list(range(len(texts)))
+        if request.verify:
+            order.sort(key=lambda i: (not verified[i], -scores[i]))
+        values: dict[str, str] = dict(request.values)
+        if request.numbers == "auto":
+            values = {k: str(v) for k, v in auto_numbers(request.equation, request.seed).items()}
+        x = evaluate(request.equation, {k: number_value(v) for k, v in values.items()}) if values else None
+        problems = []
+        for rank, i in enumerate(order[: request.n], start=1):
+            text, numbers = texts[i], {}
+            if values:
+                text, numbers = fill_numbers(texts[i], values, request.seed + rank)
+            problems.append(Problem(index, rank, request.equation, request.given, " ".join(request.context),
+                                    detokenize(text), texts[i], verified[i], parsed[i],
+                                    None if x is None else format_number(x), numbers, round(scores[i], 4)))
+        return problems
+
+    def parse(self, masked_texts: Sequence[str]) -> list[str]:
+        """The co-trained mwp2eq's greedy reading of each problem (as ACC-eq's evaluator reads, with its prompt)."""
+        return predict_equations(self.mwp2eq, self.tokenizer, masked_texts, batch_size=16, device=self.device)
+
+    @torch.no_grad()
+    def _candidates(self, request: Request) -> tuple[list[str], list[float]]:
+        """Distinct decoded texts (first occurrence kept) and their mean token log-likelihoods."""
+        tok = self.tokenizer
+        enc = encode_joint(tok, JointExample(request.equation, "", request.context))
+        prompt = enc.prefix + enc.keywords + enc.suffix
+        config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
+                                    request.max_new_tokens)
+        if request.decoding == "top_p":
+            config.num_return_sequences = request.candidates
+        ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
+        torch.manual_seed(request.seed)
+        out = self.generator.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
+        texts = [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out[:, len(prompt):], skip_special_tokens=True)]
+        texts = list(dict.fromkeys(texts))
+        return texts, self._mean_log_likelihood(prompt, texts)
+
+    @torch.no_grad()
+    def _mean_log_likelihood(self, prompt: list[int], texts: Sequence[str], chunk: int = 8) -> list[float]:
+        """log p(text EOS | prompt) / its token count, teacher-forced as training encodes targets (prompts.py).
+        `chunk` rows per forward pass: K = 64 candidates' logits at once would take gigabytes."""
+        tok = self.tokenizer
+        targets = [list(tok(" " + t, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id] for t in texts]
+        out: list[float] = []
+        for start in range(0, len(targets), chunk):
+            rows = targets[start : start + chunk]
+            width = len(prompt) + max(len(t) for t in rows)
+            ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for i, t in enumerate(rows):
+                ids[i, : len(prompt) + len(t)] = torch.tensor(prompt + t)
+                mask[i, : len(prompt) + len(t)] = 1
+            ids, mask = ids.to(self.device), mask.to(self.device)
+            logits = self.generator(input_ids=ids, attention_mask=mask).logits[:, len(prompt) - 1 : -1].float()
+            token_logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, len(prompt):, None])[..., 0]
+            out += [float(token_logp[i, : len(t)].mean()) for i, t in enumerate(rows)]
+        return out

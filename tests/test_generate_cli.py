@@ -1,0 +1,320 @@
+"""`mwpgen generate` and what it runs (mwpgen/request.py, mwpgen/service.py, mwpgen/cli.py) on a tiny random Llama:
+every bad input ends in one line naming it with exit code 2, never a traceback; good requests print problems with
+their verification, parse and answer in each format; verified sampling ranks as it says."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import torch
+
+from mwpgen import cli
+from mwpgen.data.equations import equivalent
+from mwpgen.lm.loading import load_model_and_tokenizer
+from mwpgen.lm.prompts import generator_example, mwp2eq_example
+from mwpgen.ours.bundle import load_bundle, load_mwp2eq, save_bundle
+from mwpgen.request import (RequestError, auto_numbers, detokenize, evaluate, fill_numbers, parse_request,
+                            read_equation)
+from tiny_model import tiny_model_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDS = [
+    ("x = num1 - num2", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?", ("Joan",)),
+    ("x = num1 * num2", "Tom has num1 boxes with num2 candies each . How many candies ?", ("boxes", "candies")),
+    ("x = num1 + num2", "A jar holds num1 marbles . Sam adds num2 marbles . How many now ?", ("jar",)),
+]
+FAST = ["--max-new-tokens", "12"]
+
+
+def make_tiny_bundle(path: Path, with_mwp2eq: bool = True) -> Path:
+    """A bundle as train_ours saves it (generator, co-trained mwp2eq sharing its tokenizer), randomly initialised."""
+    corpus = [generator_example(e, k, p).prompt + " " + p for e, p, k in RECORDS]
+    corpus += [mwp2eq_example(p, e).prompt + " " + e for e, p, _ in RECORDS]
+    base = tiny_model_dir(path.parent / f"{path.name}-base", corpus)
+    generator, tokenizer = load_model_and_tokenizer(str(base), Path("unused"))
+    mwp2eq = load_model_and_tokenizer(str(base), Path("unused"), pretrained=False, seed=1)[0] if with_mwp2eq else None
+    settings = {"context": "selector", "selector": "residual", "threshold": 0.5, "max_problem_tokens": 96}
+    return save_bundle(path, generator, tokenizer, None, settings, mwp2eq=mwp2eq)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    return make_tiny_bundle(tmp_path_factory.mktemp("tiny") / "ours")
+
+
+@pytest.fixture(scope="module")
+def bundle_without_mwp2eq(tmp_path_factory) -> Path:
+    return make_tiny_bundle(tmp_path_factory.mktemp("tiny") / "ours-no-leq", with_mwp2eq=False)
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["generate", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+A = ["--context", "apples"]
+BAD = {
+    "dangling operator": (["--equation", "x = num1 +", *A], "equation: expected a number, variable or '(' at the end"),
+    "unbalanced": (["--equation", "x = ((num1)", *A], "equation: unbalanced brackets"),
+    "y for x": (["--equation", "y = num1 + num2", *A], "equation: the unknown must be x, got 'y'"),
+    "two =": (["--equation", "x = num1 = num2", *A], "equation: expected exactly one '=', found 2"),
+    "300 symbols": (["--equation", "x=-1" + "+1" * 148, *A], "equation: has 300 symbols (limit 100)"),
+    "empty equation": (["--equation", "", *A], "equation: is empty"),
+    "em dash": (["--equation", "x = 12 \u2014 5", *A], "U+2014 EM DASH"),
+    "mixed": (["--equation", "x = num1 - 5", *A], "mixes number tokens with the number 5"),
+    "zero division": (["--equation", "x = 12 / (5 - 5)", *A], "has no value (division by zero"),
+    "empty context": (["--equation", "x = 12 - 5", "--context", ""], "context: is empty"),
+    "1000-word context": (["--equation", "x = 12 - 5", "--context", *(["word"] * 1000)],
+                          "context: has 1000 words (limit 30)"),
+    "non-ASCII context": (["--equation", "x = 12 - 5", "--context", "\u044f\u0431\u043b\u043e\u043a\u043e"],
+                          "U+044F CYRILLIC SMALL LETTER YA"),
+    "number as keyword": (["--equation", "x = 12 - 5", "--context", "12"], "context: word '12' has no letter"),
+    "no equation": (A, "give --equation"),
+    "auto with numbers": (["--equation", "x = 12 - 5", *A, "--numbers", "auto"], "already has its numbers"),
+    "auto impossible": (["--equation", "x = num1 - num1", *A, "--numbers", "auto"], "numbers: no distinct integers"),
+    "verify < n": (["--equation", "x = 12 - 5", *A, "-n", "3", "--verify", "2"], "verify: samples 2 candidates"),
+    "verify greedy": (["--equation", "x = 12 - 5", *A, "--verify", "2", "--decoding", "greedy"], "use decoding top_p"),
+    "n = 0": (["--equation", "x = 12 - 5", *A, "-n", "0"], "n: 0 is out of range"),
+    "n not a number": (["--equation", "x = 12 - 5", *A, "-n", "two"], "argument -n: invalid int value"),
+    "top-p 0": (["--equation", "x = 12 - 5", *A, "--top-p", "0"], "top_p: 0.0 is out of range"),
+    "no such model": (["--equation", "x = 12 - 5", *A, "--model", "/nonexistent/model"], "no such folder"),
+}
+
+
+@pytest.mark.parametrize("argv,expected", BAD.values(), ids=BAD.keys())
+def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, expected):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("mwpgen: error: "), err
+    assert expected in err and "Traceback" not in err
+
+
+def test_unicode_operators_are_read_not_refused():
+    """`−` and `×` are the reader's look-alikes (mwpgen.data.equations): folded, like everywhere in the project."""
+    assert read_equation("x = 12 \u2212 5 \u00d7 2") == ("x = num1 - num2 * num3", {"num1": "12", "num2": "5",
+                                                                                 "num3": "2"})
+
+
+def test_python_m_mwpgen_is_the_same_command():
+    proc = subprocess.run([sys.executable, "-m", "mwpgen", "generate", "--equation", "x = ((num1)", "--context", "a"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == "mwpgen: error: equation: unbalanced brackets in 'x = ((num1)'\n"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts["mwpgen"] == "mwpgen.cli:main"
+
+
+def test_a_bad_row_of_a_request_file_is_named_by_line(capsys, tmp_path):
+    good = "x = 12 - 5,apples basket\n"
+    cases = {
+        "requests.csv": ("equation,context\n" + good + "x = num1 +,apples\n", "requests.csv line 3: equation:"),
+        "ragged.csv": ("equation,context\n" + good + "x = 1 + 2,a,b\n", "ragged.csv line 3: more cells than columns"),
+        "nohead.csv": ("x = 1 + 2,a\n", "nohead.csv: the first row must name the columns"),
+        "requests.jsonl": ('{"equation": "x = 12 - 5", "context": "a"}\n{"equation": \n',
+                           "requests.jsonl line 2: not JSON"),
+        "list.jsonl": ('["x = 1 + 2"]\n', "list.jsonl line 1: expected a JSON object"),
+        "field.jsonl": ('{"equation": "x = 1 + 2", "context": "a", "colour": 1}\n', "colour: unknown field"),
+        "empty.csv": ("", "empty.csv: the first row must name the columns"),
+        "blank.jsonl": ("\n\n", "blank.jsonl has no requests"),
+        "requests.txt": ("x", "unknown request file type '.txt'"),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        code, out, err = run_cli(capsys, "--input", str(tmp_path / name))
+        assert code == 2 and out == "" and err.count("\n") == 1 and expected in err, (name, err)
+    (tmp_path / "latin1.csv").write_bytes("equation,context\nx = 1 + 2,caf\xe9\n".encode("latin-1"))
+    code, _, err = run_cli(capsys, "--input", str(tmp_path / "latin1.csv"))
+    assert code == 2 and "not UTF-8 text (byte 0xe9" in err
+    code, _, err = run_cli(capsys, "--input", str(tmp_path / "missing.csv"))
+    assert code == 2 and "missing.csv: No such file" in err
+    code, _, err = run_cli(capsys, "--input", str(tmp_path / "requests.csv"), "--equation", "x = 1 + 2")
+    assert code == 2 and "not both" in err
+
+
+# ---------------------------------------------------------------------------------------------- generating
+
+def test_text_output_fills_the_numbers_and_gives_the_answer(capsys, bundle):
+    code, out, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
+                             "-n", "2", *FAST)
+    assert code == 0, err
+    assert out.count("verified: ") == 2 and out.count("answer: x = 7  (num1 = 12, num2 = 5)") == 2
+    assert "[request 1, problem 2] x = 12 - 5  | context: Joan" in out
+
+
+def test_json_and_csv_outputs_hold_the_same_problems(capsys, bundle):
+    argv = ["--model", str(bundle), "--equation", "x = 12 \u2212 5", "--context", "Joan", "beach", "-n", "3",
+            "--seed", "4", *FAST]
+    code, out, _ = run_cli(capsys, *argv, "--format", "json")
+    problems = json.loads(out)
+    assert code == 0 and [p["rank"] for p in problems] == [1, 2, 3][: len(problems)] and problems
+    for p in problems:
+        assert p["equation"] == "x = num1 - num2" and p["given"] == "x = 12 \u2212 5" and p["answer"] == "7"
+        assert p["context"] == "Joan beach" and p["numbers"]["num1"] == "12" and p["numbers"]["num2"] == "5"
+        assert not re.search(r"\bnum\d+\b", p["text"])  # every number token written back
+        assert isinstance(p["verified"], bool) and isinstance(p["parsed_equation"], str)
+        assert p["log_likelihood"] < 0
+    code, out, _ = run_cli(capsys, *argv, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and tuple(rows[0]) == cli.CSV_COLUMNS
+    assert [r["masked_text"] for r in rows] == [p["masked_text"] for p in problems]  # same seed, same problems
+
+
+def test_numbers_auto_makes_x_a_positive_whole_number(capsys, bundle):
+    code, out, _ = run_cli(capsys, "--model", str(bundle), "--equation", "x = num1 / num2", "--context", "candies",
+                           "--numbers", "auto", "--seed", "3", "--format", "json", *FAST)
+    (p,) = json.loads(out)
+    values = {k: Fraction(v) for k, v in p["numbers"].items()}
+    x = evaluate("x = num1 / num2", values)
+    assert code == 0 and x > 0 and x.denominator == 1 and p["answer"] == str(x)
+    assert auto_numbers("x = num1 / num2", 3) == {k: int(v) for k, v in p["numbers"].items() if k in ("num1", "num2")}
+
+
+def test_request_file_answers_every_row(capsys, bundle, tmp_path):
+    (tmp_path / "r.csv").write_text("equation,context,n,seed\nx = 12 - 5,Joan,2,1\nx = num1 * num2,boxes,,\n",
+                                    encoding="utf-8")
+    (tmp_path / "r.jsonl").write_text(json.dumps({"equation": "x = 12 - 5", "context": ["Joan"], "n": 2, "seed": 1})
+                                      + "\n" + json.dumps({"equation": "x = num1 * num2", "context": "boxes"}) + "\n",
+                                      encoding="utf-8")
+    outputs = []
+    for name in ("r.csv", "r.jsonl"):
+        code, out, err = run_cli(capsys, "--model", str(bundle), "--input", str(tmp_path / name), "--format", "json",
+                                 *FAST)
+        assert code == 0, err
+        outputs.append(json.loads(out))
+    assert outputs[0] == outputs[1]
+    assert [p["request"] for p in outputs[0]][-1] == 1 and outputs[0][-1]["answer"] is None  # masked, numbers given
+
+
+def test_verify_needs_a_co_trained_mwp2eq(capsys, bundle_without_mwp2eq):
+    code, out, err = run_cli(capsys, "--model", str(bundle_without_mwp2eq), "--equation", "x = 12 - 5",
+                             "--context", "Joan", "--verify", "4", *FAST)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "verify: this model has no co-trained mwp2eq" in err
+    code, out, _ = run_cli(capsys, "--model", str(bundle_without_mwp2eq), "--equation", "x = 12 - 5", "--context",
+                           "Joan", "--format", "json", *FAST)
+    (p,) = json.loads(out)
+    assert code == 0 and p["verified"] is None and p["parsed_equation"] is None
+
+
+def test_verified_candidates_come_first_each_group_by_likelihood(bundle):
+    from mwpgen.service import Service
+
+    service = Service.load(bundle, "cpu")
+    parses = iter(["x = ( num2 - 0 ) * 0 + num1 - num2", "x = num1 + num2"] * 10)  # 1st equivalent, 2nd not
+    service.parse = lambda texts: [next(parses) for _ in texts]
+    request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
+                             "max_new_tokens": 12})
+    problems = service.answer(request)
+    flags = [p.verified for p in problems]
+    assert flags == sorted(flags, reverse=True) and True in flags and False in flags
+    for group in (True, False):
+        scores = [p.log_likelihood for p in problems if p.verified is group]
+        assert scores == sorted(scores, reverse=True)
+    assert all(equivalent(p.parsed_equation, request.equation) == p.verified for p in problems)
+    assert [p.rank for p in problems] == list(range(1, len(problems) + 1))
+    again = service.answer(request)  # seeded: the same candidates in the same order
+    assert [p.masked_text for p in again] == [p.masked_text for p in problems]
+
+
+def test_the_log_likelihood_is_the_generators_teacher_forced_one(bundle):
+    from mwpgen.service import Service
+    from mwpgen.ours.steps import JointExample, encode_joint
+
+    service = Service.load(bundle, "cpu")
+    enc = encode_joint(service.tokenizer, JointExample("x = num1 - num2", "", ("Joan",)))
+    prompt = enc.prefix + enc.keywords + enc.suffix
+    text = "Joan found num1 shells ."
+    target = service.tokenizer(" " + text, add_special_tokens=False)["input_ids"] + [service.tokenizer.eos_token_id]
+    with torch.no_grad():
+        logits = service.generator(torch.tensor([prompt + target])).logits[0]
+    logp = torch.log_softmax(logits, -1)
+    expected = sum(float(logp[len(prompt) - 1 + i, t]) for i, t in enumerate(target)) / len(target)
+    scores = service._mean_log_likelihood(prompt, [text, "x", text + " more"])
+    assert scores[0] == pytest.approx(expected, abs=1e-5)
+    assert service._mean_log_likelihood(prompt, [text, "x", text + " more"], chunk=1) == pytest.approx(scores, abs=1e-5)
+
+
+def test_bundle_keeps_the_co_trained_mwp2eq(bundle, bundle_without_mwp2eq):
+    mwp2eq = load_mwp2eq(bundle)
+    generator = load_bundle(bundle)[0]
+    assert mwp2eq is not None and not mwp2eq.training
+    assert not torch.equal(mwp2eq.get_input_embeddings().weight, generator.get_input_embeddings().weight)
+    assert load_mwp2eq(bundle_without_mwp2eq) is None
+    assert (bundle / "mwp2eq" / "tokenizer.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- numbers
+
+@pytest.mark.parametrize("equation", ["x = num1 + num2 * num3", "x = ( num1 - num2 ) / num3", "x = -num1 ^ 2 + num2",
+                                      "x = num1 ^ num2 ^ 2 / num3", "x = num1 * 100 / ( num2 + 1 )"])
+def test_evaluate_agrees_with_sympy(equation):
+    import sympy
+
+    values = {"num1": Fraction(3), "num2": Fraction(2), "num3": Fraction(7, 2)}
+    expr = equation.split("=", 1)[1].replace("^", "**")
+    expected = sympy.sympify(expr, locals={k: sympy.Rational(v.numerator, v.denominator) for k, v in values.items()})
+    assert evaluate(equation, values) == Fraction(str(expected))
+
+
+def test_fill_numbers_gives_distractors_fresh_numbers():
+    text, numbers = fill_numbers("Sam had num1 , gave num2 and num3 ; num3 left", {"num1": "12", "num2": "5"}, 0)
+    assert numbers["num1"] == "12" and numbers["num2"] == "5" and numbers["num3"] not in ("12", "5")
+    assert text == f"Sam had 12 , gave 5 and {numbers['num3']} ; {numbers['num3']} left"
+    assert detokenize("Sam has $ 12 , Tom 's ( big ) ?") == "Sam has $12, Tom's (big)?"
+
+
+def test_request_fields_from_csv_text_and_json_types():
+    from_csv = parse_request({"equation": "x = 12 - 5", "context": "a b", "n": "2", "seed": "7", "top_p": "0.5"})
+    from_json = parse_request({"equation": "x = 12 - 5", "context": ["a", "b"], "n": 2, "seed": 7, "top_p": 0.5})
+    assert from_csv == from_json and from_csv.context == ("a", "b")
+    assert parse_request({"equation": "x = 1 + 2", "context": "caf\u00e9"}).context == ("cafe",)
+    with pytest.raises(RequestError, match="n: expected a number, got True"):
+        parse_request({"equation": "x = 12 - 5", "context": "a", "n": True})
+    with pytest.raises(RequestError, match="n: expected a whole number"):
+        parse_request({"equation": "x = 12 - 5", "context": "a", "n": 1.5})
+
+
+# ---------------------------------------------------------------------------------------------- bench
+
+def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
+    """bench/verify_k.py end to end on the tiny bundle, a tiny evaluator and a two-fold toy dataset."""
+    data = tmp_path / "data"
+    (data / "processed").mkdir(parents=True)
+    (data / "splits").mkdir()
+    records = [{"id": str(i), "text": p, "equation": e} for i, (e, p, _) in enumerate(RECORDS * 2)]
+    (data / "processed" / "toy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (data / "splits" / "toy.json").write_text(json.dumps({"folds": [["0", "1", "2"], ["3", "4", "5"]]}),
+                                              encoding="utf-8")
+    evaluator = Path(str(bundle) + "-base")  # a tiny random LM with the same vocabulary stands in for the evaluator
+    with_selector = tmp_path / "with-selector"
+    generator, tokenizer, _, settings = load_bundle(bundle)
+    from mwpgen.ours.selector import ContextSelector
+
+    torch.manual_seed(0)
+    save_bundle(with_selector, generator, tokenizer, ContextSelector.from_model(generator, "residual", 0.5),
+                settings, mwp2eq=load_mwp2eq(bundle))
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "bench/verify_k.py", str(with_selector), "--dataset", "toy", "--fold", "0",
+                           "--data", str(data), "--evaluator", str(evaluator), "--k", "1", "3", "--max-new-tokens",
+                           "8", "--device", "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "verify_k.json").read_text())
+    assert [r["k"] for r in result["rows"]] == [1, 3] and result["n_test"] == 3
+    for row in result["rows"]:
+        assert 0 <= row["acc_eq"] <= row["acc_eq_equivalent"] <= 1 and row["s_per_problem"] > 0
+    assert "| 3 |" in (out / "verify_k.md").read_text() and "| 3 |" in proc.stdout
+    rows = list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8"))))
+    assert len(rows) == 6 and {r["equation"] for r in rows} <= {e for e, _, _ in RECORDS}

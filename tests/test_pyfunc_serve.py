@@ -1,0 +1,169 @@
+"""The registered MLflow model, for real: a tiny ours is logged beside its training run and registered as
+`mwpgen-ours` in a scratch sqlite registry, `mlflow models serve` starts on 127.0.0.1, good requests get problems and
+bad ones a 4xx with a one-line message (never a 500, never a traceback, never a hang); `mwpgen generate --model`
+reads the same model by `models:/` URI and by run id."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from mwpgen import cli
+from test_generate_cli import make_tiny_bundle
+
+SERVER_START_S = 120
+REQUEST_S = 60
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    """A scratch MLflow store with a fold run that trained a tiny ours, logged and registered by log_ours_model."""
+    from tasks.pyfunc_model import log_ours_model, training_run_id
+    from tasks.tracking import client, experiment_id
+
+    home = tmp_path_factory.mktemp("mlflow")
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{home / 'mlflow.db'}"
+    try:
+        bundle = make_tiny_bundle(home / "ours")
+        c = client()
+        run = c.create_run(experiment_id(c), run_name="fold 0",
+                           tags={"mwpgen.key": "ours/arithmetic/fold0", "mwpgen.stage.train": "done"})
+        c.set_terminated(run.info.run_id)
+        assert training_run_id("ours", "arithmetic", 0) == run.info.run_id
+        info = log_ours_model(bundle, run.info.run_id, "arithmetic", 0)
+        yield {"home": home, "info": info, "env": dict(os.environ)}
+    finally:
+        if before is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before
+
+
+def test_the_model_is_registered_beside_the_run_that_trained_it(registry):
+    from tasks.tracking import client
+
+    info, c = registry["info"], client()
+    assert info["model_uri"] == "models:/mwpgen-ours/1" and info["alias_uri"] == "models:/mwpgen-ours@arithmetic-fold0"
+    version = c.get_model_version("mwpgen-ours", "1")
+    assert version.tags["run_id"] == info["run_id"] and version.tags["dataset"] == "arithmetic"
+    run = c.get_run(info["run_id"])
+    assert run.data.tags["mwpgen.registered_model"] == "models:/mwpgen-ours/1"
+    assert [m.model_id for m in run.outputs.model_outputs] == [info["model_id"]]
+    logged = c.get_logged_model(info["model_id"])
+    assert logged.experiment_id == run.info.experiment_id and logged.source_run_id == run.info.run_id
+    assert str(c.get_model_version_by_alias("mwpgen-ours", "arithmetic-fold0").version) == "1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(url: str, body: bytes, content_type: str = "application/json") -> tuple[int, str]:
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
+    try:
+        with urllib.request.urlopen(request, timeout=REQUEST_S) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _records(*rows: dict) -> bytes:
+    return json.dumps({"dataframe_records": list(rows)}).encode()
+
+
+GOOD = {"equation": "x = 12 - 5", "context": "Joan beach", "n": 2, "seed": 1, "max_new_tokens": 12}
+BAD = {
+    "empty body": b"",
+    "not JSON": b"not json",
+    "no rows": _records(),
+    "no input key": b"{}",
+    "dangling operator": _records({"equation": "x = num1 +", "context": "Joan"}),
+    "unbalanced": _records({"equation": "x = ((num1)", "context": "Joan"}),
+    "y for x": _records({"equation": "y = num1 + num2", "context": "Joan"}),
+    "two =": _records({"equation": "x = num1 = num2", "context": "Joan"}),
+    "300 symbols": _records({"equation": "x=-1" + "+1" * 148, "context": "Joan"}),
+    "empty equation": _records({"equation": "", "context": "Joan"}),
+    "no context": _records({"equation": "x = 12 - 5"}),
+    "empty context": _records({"equation": "x = 12 - 5", "context": ""}),
+    "1000-word context": _records({"equation": "x = 12 - 5", "context": " ".join(["word"] * 1000)}),
+    "non-ASCII context": _records({"equation": "x = 12 - 5", "context": "\u044f\u0431\u043b\u043e\u043a\u043e"}),
+    "n not a number": _records({"equation": "x = 12 - 5", "context": "Joan", "n": "two"}),
+    "n too big": _records({"equation": "x = 12 - 5", "context": "Joan", "n": 1000}),
+    "too many rows": _records(*[GOOD] * 33),
+    "one bad row of two": _records(GOOD, {"equation": "x = num1 - num1", "context": "Joan", "numbers": "auto"}),
+}
+
+
+def test_served_model_answers_good_requests_and_refuses_bad_ones(registry, tmp_path):
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = open(tmp_path / "server.log", "w")
+    # Its own process group: `mlflow models serve` starts uvicorn as a child, and both must go at the end.
+    server = subprocess.Popen([sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/mwpgen-ours/1",
+                               "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port), "-w", "1"],
+                              env={**registry["env"], "MWPGEN_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + SERVER_START_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/ping", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.time() > deadline:
+                pytest.fail(f"server did not start: {(tmp_path / 'server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+
+        status, body = _post(f"{url}/invocations", _records(GOOD, {**GOOD, "equation": "x = num1 * num2",
+                                                                   "numbers": "auto", "verify": 3, "n": 1}))
+        assert status == 200, body
+        problems = json.loads(body)["predictions"]
+        assert [(p["request"], p["rank"]) for p in problems] == [(0, 1), (0, 2), (1, 1)]
+        assert problems[0]["answer"] == "7" and problems[0]["numbers"] == {"num1": "12", "num2": "5"}
+        assert all(isinstance(p["verified"], bool) and p["parsed_equation"] is not None for p in problems)
+        assert int(problems[2]["answer"]) > 0
+        status, body = _post(f"{url}/invocations", b"equation,context\nx = 3 + 4,Joan beach\n", "text/csv")
+        assert status == 200 and json.loads(body)["predictions"][0]["answer"] == "7"
+
+        for name, payload in BAD.items():
+            status, body = _post(f"{url}/invocations", payload)
+            assert 400 <= status < 500, (name, status, body)
+            answer = json.loads(body)
+            assert answer["message"] and "stack_trace" not in answer and "Traceback" not in body, (name, body)
+        status, body = _post(f"{url}/invocations", _records({"equation": "x = num1 +", "context": "Joan"}))
+        assert "request 0: equation: expected a number, variable or '(' at the end" in json.loads(body)["message"]
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=20)
+        log.close()
+
+
+@pytest.mark.parametrize("reference", ["models:/mwpgen-ours/1", "run id"])
+def test_the_command_line_reads_the_registered_model(registry, capsys, reference):
+    model = registry["info"]["run_id"] if reference == "run id" else reference
+    code = cli.main(["generate", "--model", model, "--equation", "x = 12 - 5", "--context", "Joan", "--format",
+                     "json", "--max-new-tokens", "8"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)[0]["answer"] == "7"
+    code = cli.main(["generate", "--model", "models:/mwpgen-ours/9", "--equation", "x = 12 - 5", "--context", "Joan"])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "could not fetch models:/mwpgen-ours/9" in err
