@@ -145,8 +145,10 @@ class OursTrainParams(Section):
     max_problem_tokens: int = Field(96, ge=8, le=2048, description="Generator target tokens kept per problem.")
     max_train: int = Field(0, ge=0, description="Cap on training examples (0 = experiment.max_train).")
     alpha: float = Field(1.0, ge=0, description="Weight of L_eq (Eq. 7); the paper does not report its value.")
-    beta: float = Field(1.0, ge=0, description="Weight of L_c (Eq. 7); the paper does not report its value.")
-    rho: float = Field(0.1, gt=0, lt=1, description="Bernoulli prior of the context selector (Eq. 6).")
+    beta: float = Field(0.1, ge=0, description="Weight of L_c (Eq. 7); the paper does not report its value. 0.1: "
+                        "chosen by flows.sweep_selector (docs/selector_sweep.md).")
+    rho: float = Field(0.3, gt=0, lt=1, description="Bernoulli prior of the context selector (Eq. 6); the paper does "
+                       "not report it. 0.3: chosen by flows.sweep_selector (docs/selector_sweep.md).")
     tau: float = Field(1.0, gt=0, description="Gumbel-softmax temperature (supplementary A).")
     relaxation: Literal["gumbel", "softmax"] = Field("gumbel", description="How L_eq relaxes generated tokens "
                                                      "(Table 4: Gumbel-softmax vs softmax).")
@@ -158,8 +160,8 @@ class OursTrainParams(Section):
         "residual", description="Selector form: eq5 = sigma(w^T m~_t + b) as the paper writes it; residual = "
         "sigma(w^T (m_t + m~_t) + b) started at the prior (this project's default: Eq. 5 cannot tell a "
         "problem's words apart with SmolLM2's embeddings; README, 'Departures').")
-    selector_lr: float = Field(0.0, ge=0, le=1, description="Adam learning rate of the selector's 577 "
-                               "parameters (0 = lr, the paper's single rate).")
+    selector_lr: float = Field(0.01, ge=0, le=1, description="Adam learning rate of the selector's 577 "
+                               "parameters (0 = lr, the paper's single rate; 0.01: flows.sweep_selector).")
     mwp2eq_init: Literal["pretrained", "evaluator"] = Field(
         "pretrained", description="Start of the co-trained mwp2eq: the pre-trained LM (the paper), or a copy of "
         "the evaluator (faster on CPU, but correlates training signal and judge).")
