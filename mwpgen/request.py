@@ -39,7 +39,7 @@ from typing import Any, Iterator, Mapping
 
 from mwpgen.data.equations import (EquationError, canonical_equation, is_num_token, is_number, is_variable,
                                    normalize_equation, tokenize)
-from mwpgen.data.masking import DEFAULT_CONSTANTS
+from mwpgen.data.masking import DEFAULT_CONSTANTS, number_value
 from mwpgen.data.masking import format_number as decimal_string
 
 MAX_SYMBOLS = 100
@@ -175,11 +175,6 @@ def read_equation(value: Any) -> tuple[str, dict[str, str]]:
         raise RequestError("equation", f"{value.strip()!r} has no value (division by zero, or a power that is not a "
                            "whole number up to 64)")
     return equation, values
-
-
-def number_value(symbol: str) -> Fraction:
-    """The value of a number symbol (`12`, `2.5`, `20%` = 1/5)."""
-    return Fraction(symbol[:-1]) / 100 if symbol.endswith("%") else Fraction(symbol)
 
 
 def read_context(value: Any) -> tuple[str, ...]:

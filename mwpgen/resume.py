@@ -65,3 +65,19 @@ def load(path: str | os.PathLike, fp: str) -> dict | None:
             f"(saved fingerprint {str(state.get('fingerprint'))[:12]}, this run {fp[:12]})")
     set_rng_state(state["rng"])
     return state
+
+
+def snapshot(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A CPU copy of `module`'s weights: the best-so-far weights a trainer keeps while it goes on training."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+
+
+def remove(resume_dir: str | os.PathLike | None) -> None:
+    """Delete a finished run's state (and its folder, when nothing else is in it): the saved model supersedes it."""
+    if resume_dir is None:
+        return
+    (Path(resume_dir) / STATE_FILE).unlink(missing_ok=True)
+    try:
+        Path(resume_dir).rmdir()
+    except OSError:
+        pass

@@ -136,7 +136,8 @@ def format_number(value: Fraction) -> str:
     return format(d, "f")
 
 
-def _eq_value(symbol: str) -> Fraction:
+def number_value(symbol: str) -> Fraction:
+    """The exact value of a number symbol of an equation (`50%` is 1/2)."""
     return Fraction(symbol[:-1]) / 100 if symbol.endswith("%") else Fraction(symbol)
 
 
@@ -228,12 +229,12 @@ def _mask_equation(symbols: list[str], table: _Table, const_values: set, scales)
             continue
         unary = s == "-" and (not out or out[-1] in OPERATORS or out[-1] in ("(", "="))
         if unary and i + 1 < len(symbols) and is_number(symbols[i + 1]) \
-                and -_eq_value(symbols[i + 1]) in token_of:
-            out.append(token_of[-_eq_value(symbols[i + 1])])
+                and -number_value(symbols[i + 1]) in token_of:
+            out.append(token_of[-number_value(symbols[i + 1])])
             i += 2
             continue
         if is_number(s):
-            value = _eq_value(s)
+            value = number_value(s)
             scaled = [value * k for k in scales if value * k in token_of]
             if value in token_of:
                 out.append(token_of[value])
@@ -261,12 +262,12 @@ def mask_problem(text: str, equation: str, constants=DEFAULT_CONSTANTS, scales=(
     """
     symbols = normalize_equation(equation)
     const_values = {Fraction(str(c)) for c in constants}
-    eq_values = {_eq_value(s) for s in symbols if is_number(s)}
+    eq_values = {number_value(s) for s in symbols if is_number(s)}
     items = _split_unused_percents(tokenize_text(text), eq_values)
     table = _Table(items)
     out, unmatched = _mask_equation(symbols, table, const_values, scales)
     if unmatched:
-        table = _Table(_mark_number_words(items, {_eq_value(s) for s in unmatched}))
+        table = _Table(_mark_number_words(items, {number_value(s) for s in unmatched}))
         out, unmatched = _mask_equation(symbols, table, const_values, scales)
     if unmatched:
         raise MaskingError("unmatched_number", f"equation number {unmatched[0]} is neither in the text nor a "

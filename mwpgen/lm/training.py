@@ -34,13 +34,14 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from mwpgen import resume
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
-from mwpgen import resume
 from mwpgen.resume import STATE_FILE
 from mwpgen.runtime import ProgressLog, autocast_dtype, needs_grad_scaler
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
+
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Eq. 3: -log p(m_t | E, c, m_<t) over target positions (labels != -100), averaged per token
@@ -90,21 +91,6 @@ def run_fingerprint(settings: dict, examples: Sequence[LMExample], validation: S
                               validation=[(e.prompt, e.target, e.kind) for e in validation],
                               model=[type(model).__name__, sum(p.numel() for p in model.parameters())],
                               extra=extra or {})
-
-
-def _cpu_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
-
-
-def remove_state(resume_dir: Path | None) -> None:
-    """Delete a finished run's resume state (and its folder, when nothing else is in it)."""
-    if resume_dir is None:
-        return
-    (Path(resume_dir) / STATE_FILE).unlink(missing_ok=True)
-    try:
-        Path(resume_dir).rmdir()
-    except OSError:
-        pass
 
 
 def train_causal_lm(
@@ -181,7 +167,7 @@ def train_causal_lm(
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
         run = state["run"]
-        best_weights = _cpu_copy(model) if state["best_is_current"] else state["best_weights"]
+        best_weights = resume.snapshot(model) if state["best_is_current"] else state["best_weights"]
         progress.load_state_dict(state["progress"])
         del state  # ~3x the weights: not held through training
         resumed_from = run["step"]
@@ -202,7 +188,7 @@ def train_causal_lm(
         step = run["step"]
         if loss < run["best_val_loss"]:
             run.update(best_val_loss=loss, best_step=step, bad_evals=0)
-            best_weights = _cpu_copy(model)
+            best_weights = resume.snapshot(model)
         else:
             run["bad_evals"] += 1
         record = {"step": step, "epoch": epoch, "val_loss": loss, "best_val_loss": run["best_val_loss"],
@@ -269,7 +255,7 @@ def train_causal_lm(
     wall = run["wall_time_s"] + time.perf_counter() - t_start
     if checkpoint_dir is not None:
         atomic_save_pretrained(model, tokenizer, Path(checkpoint_dir))
-    remove_state(resume_dir)
+    resume.remove(resume_dir)
     return {"losses": run["losses"], "log": progress.records, "val": run["val"], "steps": run["step"],
             "tokens": run["tokens"], "wall_time_s": wall,
             "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,

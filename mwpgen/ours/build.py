@@ -7,13 +7,13 @@ from typing import Callable, Sequence
 
 import torch
 
+from mwpgen import resume
 from mwpgen.config import OursTrainParams
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
 from mwpgen.ours.bundle import save_bundle
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels
 from mwpgen.ours.training import Schedule, train_joint
-from mwpgen.resume import STATE_FILE
 from mwpgen.runtime import autocast_dtype
 
 
@@ -73,5 +73,5 @@ def train_ours(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[Joi
                 {"context": cfg.context, "selector": cfg.selector, "threshold": cfg.threshold,
                  "max_problem_tokens": cfg.max_problem_tokens,
                  "train": cfg.model_dump(), "base_model": model_id}, mwp2eq=models.mwp2eq)
-    (Path(resume_dir) / STATE_FILE).unlink(missing_ok=True)
+    resume.remove(resume_dir)
     return result | {"device": device}

@@ -206,8 +206,7 @@ def _measure(models: JointModels, validation, config: JointConfig, schedule: Sch
     best["val"].append({"step": step, "phase": phase, "val_loss": loss})
     if loss < best["loss"]:
         best.update(loss=loss, step=step, bad=0, weights={
-            name: {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
-            for name, m in _modules(models).items()})
+            name: resume.snapshot(m) for name, m in _modules(models).items()})
         best["best_steps"][phase] = step
     else:
         best["bad"] += 1

@@ -250,7 +250,7 @@ def train_seq2seq(
         val.append((step, loss))
         if loss < best["loss"]:
             best.update(step=step, loss=loss, bad=0,
-                        weights={k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+                        weights=resume.snapshot(model))
         else:
             best["bad"] += 1
         print(f"step {step} validation NLL {loss:.4f} (best {best['loss']:.4f} at step {best['step']})", flush=True)
@@ -311,8 +311,7 @@ def train_seq2seq(
                "best_val_loss": best["loss"] if val else None, "stopped_early": stop}
     if checkpoint_dir is not None:
         save_checkpoint(checkpoint_dir, model, *vocabs, training=summary)
-    if state_path is not None:
-        state_path.unlink(missing_ok=True)  # the saved model supersedes the resume state
+    resume.remove(resume_dir)
     return {"losses": losses, "log": progress.records, **summary,
             "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else None}
 
