@@ -8,9 +8,10 @@
 
 Both train to their validation optimum: the loss on the fold's validation slice (`experiment.validation_size`
 problems carved from the training fold, the same for every model) is measured every `eval_every` steps and at
-each epoch's end, the saved model is the one of lowest validation loss, and `patience` evaluations without
-improvement stop the run (`epochs` stays the cap). A killed run resumes from its state in checkpoints/
-(FoldPaths.resume_dir), deleted once the model is saved. Curves: MLflow `train_loss` / `val_loss` by step and
+each epoch's end, the saved model is the one of lowest validation loss (the evaluator's: of best exact parse
+accuracy on the slice, `train.evaluator.checkpoint_by`), and `patience` evaluations without improvement stop the
+run (`epochs` stays the cap). A killed run resumes from its state in checkpoints/
+(FoldPaths.resume_dir), deleted once the model is saved. Curves: MLflow `train_loss` / `val_loss` (/ `val_score`) by step and
 plots/train (step,loss,val_loss).
 """
 
@@ -28,6 +29,7 @@ from mwpgen.data.folds import load_fold
 from mwpgen.data.equations import equivalent
 from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_equation
 from mwpgen.io import write_jsonl
+from mwpgen.lm import decoding
 from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples
 from tasks.models import fine_tune, predict_equations
 from tasks.tracking import fold_run
@@ -48,9 +50,12 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
                     "n_train": len(data.train), "n_train_full": data.n_train_full,
                     "n_validation": len(data.validation), "seed": exp.seed,
                     **{f"train.{k}": v for k, v in cfg.model_dump().items()}})
+        val_score = None
         if is_evaluator:
             examples = mwp2eq_examples(data.train)
             validation = mwp2eq_examples(data.validation)
+            if cfg.checkpoint_by == "parse_accuracy" and data.validation:
+                val_score = validation_parse_accuracy(data.validation, params.generate.batch_size)
         else:
             keywords = fold_keywords(paths, params.keywords.baseline_context, "train")
             examples = generator_epochs(data.train, keywords, p=params.keywords.dropout, seed=exp.seed)
@@ -62,9 +67,12 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
                            on_log=lambda rec: run.metrics({"train_loss": rec["loss"],
                                                            "tokens_per_s": rec["tokens_per_s"]}, step=rec["step"]),
                            validation=validation, resume_dir=paths.resume_dir,
-                           on_eval=lambda rec: run.metrics({"val_loss": rec["val_loss"]}, step=rec["step"]))
+                           on_eval=lambda rec: run.metrics({k: rec[k] for k in ("val_loss", "val_score") if k in rec},
+                                                           step=rec["step"]),
+                           val_score=val_score)
         metrics = {"steps": result["steps"], "final_loss": result["losses"][-1] if result["losses"] else None,
                    "best_step": result["best_step"], "best_val_loss": result["best_val_loss"],
+                   "best_val_parse_accuracy": result["best_val_score"],
                    "stopped_early": result["stopped_early"], "evaluations": len(result["val"]),
                    "precision": result["precision"], "resumed_from": result["resumed_from"],
                    "wall_s": round(result["wall_time_s"], 1), "tokens": result["tokens"],
@@ -93,6 +101,15 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
                      metrics["chance_acc_eq"], chance)
         record_training(run, paths, metrics, loss_curve_csv(result["losses"], result["val"] if validation else None))
     return metrics
+
+
+def validation_parse_accuracy(validation: list[dict], batch_size: int):
+    """The evaluator's checkpoint score: exact ACC-eq of its greedy parses of the validation slice's problems."""
+    problems, references = [r["text"] for r in validation], [r["equation"] for r in validation]
+
+    def score(model, tokenizer) -> float:
+        return acc_eq(decoding.predict_equations(model, tokenizer, problems, batch_size=batch_size), references)
+    return score
 
 
 if __name__ == "__main__":

@@ -125,6 +125,14 @@ class GeneratorTrainParams(LMTrainParams):
 class EvaluatorTrainParams(GeneratorTrainParams):
     epochs: int = Field(3, ge=1, le=100, description="Passes over the training fold at most; the evaluator is "
                         "trained to its validation optimum.")
+    eval_every: int = Field(40, ge=0, description="Optimizer steps between validation evaluations (also at each "
+                            "epoch end and before the first step; 0 = at epoch ends only): the loss and, with "
+                            "checkpoint_by parse_accuracy, greedy parses of the whole slice.")
+    patience: int = Field(4, ge=0, description="Stop after this many evaluations in a row without a better "
+                          "checkpoint score (0 = never stop early; epochs and max_steps stay the cap).")
+    checkpoint_by: Literal["parse_accuracy", "loss"] = Field(
+        "parse_accuracy", description="What chooses the saved evaluator and drives its patience: its exact parse "
+        "accuracy on the validation slice (greedy, what ACC-eq measures; ties: the lower loss) or the validation loss.")
 
 
 class OursPhaseParams(Section):

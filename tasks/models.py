@@ -16,9 +16,10 @@ from mwpgen.runtime import resolve_device
 
 @task(cache_policy=NO_CACHE)
 def fine_tune(params: Params, cfg: LMTrainParams, pretrained: bool, examples, checkpoint_dir: Path, on_log,
-              validation=None, resume_dir: Path | None = None, on_eval=None) -> dict:
+              validation=None, resume_dir: Path | None = None, on_eval=None, val_score=None) -> dict:
     """Fine-tune `params.train.model` (pre-trained, or the same architecture randomly initialised): to the lowest
-    loss on `validation` with early stopping, resumable from `resume_dir` after a kill."""
+    loss on `validation` (or the best `val_score(model, tokenizer)`) with early stopping, resumable from
+    `resume_dir` after a kill."""
     device = resolve_device(params.train.device)
     model, tokenizer = load_model_and_tokenizer(params.train.model, DEFAULT_MODEL_CACHE, pretrained=pretrained,
                                                 device=device, seed=params.experiment.seed)
@@ -28,7 +29,7 @@ def fine_tune(params: Params, cfg: LMTrainParams, pretrained: bool, examples, ch
         mixed_precision=params.train.mixed_precision, checkpoint_dir=checkpoint_dir,
         log_every=params.train.log_every, on_log=on_log, max_steps=cfg.max_steps or None, grad_accum=cfg.grad_accum,
         validation=validation, eval_every=cfg.eval_every, patience=cfg.patience, on_eval=on_eval,
-        resume_dir=resume_dir, save_every=cfg.save_every,
+        resume_dir=resume_dir, save_every=cfg.save_every, val_score=val_score,
         fingerprint_extra={"model": params.train.model, "pretrained": pretrained})
 
 

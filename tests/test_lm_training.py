@@ -157,6 +157,26 @@ def test_early_stopping_keeps_the_best_weights(tiny_dir, tmp_path):
     assert not (tmp_path / "resume").exists()
 
 
+def test_a_validation_score_chooses_the_checkpoint(tiny_dir, tmp_path):
+    """With `val_score`, the best score (not the lowest loss) chooses the weights and drives the patience; the
+    evaluator's real score, its exact parse accuracy on the validation slice, runs on the tiny model."""
+    scripted = iter([0.1, 0.2, 0.6, 0.3, 0.5, 0.2, 0.9])  # the third evaluation is the best
+    model, tok = fresh(tiny_dir)
+    result = train_causal_lm(model, tok, TRAIN, **{**SETTINGS, "epochs": 10}, mixed_precision=False, patience=3,
+                             val_score=lambda m, t: next(scripted))
+    scores = [r["val_score"] for r in result["val"]]
+    assert scores == [0.1, 0.2, 0.6, 0.3, 0.5, 0.2] and result["stopped_early"]
+    best = result["val"][2]
+    assert result["best_step"] == best["step"] < result["steps"] and result["best_val_score"] == 0.6
+    assert result["best_val_loss"] == best["val_loss"]
+    assert validation_loss(model, validation_batches(tok, VALIDATION, 2, 64)) == best["val_loss"]
+
+    from flows.train import validation_parse_accuracy
+    model.train()  # as the trainer calls it
+    accuracy = validation_parse_accuracy(RECORDS[5:], batch_size=2)(model, tok)
+    assert 0.0 <= accuracy <= 1.0 and model.training  # decoding restores train mode
+
+
 def test_without_validation_trains_to_the_cap(tiny_dir):
     model, tok = fresh(tiny_dir)
     result = train_causal_lm(model, tok, TRAIN, epochs=2, batch_size=2, lr=1e-2, max_length=64, max_steps=5,

@@ -11,7 +11,10 @@ Validation, early stopping, checkpoint choice: with `validation` examples, the v
 teacher-forced, token-weighted over the whole slice, in eval mode) is measured before the first step, every
 `eval_every` steps and at the end of each epoch (and of the run). The weights of the lowest validation loss are
 the returned (and saved) model; `patience` evaluations in a row without a lower loss stop the run early; `epochs`
-(and `max_steps`) stay the cap.
+(and `max_steps`) stay the cap. With `val_score` (a score of the model to maximise, e.g. the evaluator's exact
+parse accuracy on the validation slice, whose loss keeps falling after its parses stop improving -- and the other
+way round), the best score (ties: the lower loss) chooses the weights and drives the patience instead; the loss is
+still measured and recorded.
 
 Resume: with `resume_dir`, every `save_every` steps the whole state -- model and optimizer (and loss-scaler)
 states, step, the best weights so far and their loss, the patience count, the torch RNG states, the loss and
@@ -119,6 +122,7 @@ def train_causal_lm(
     save_every: int = 10,
     fingerprint_extra: dict | None = None,
     on_step: Callable[[int], None] | None = None,
+    val_score: Callable[[torch.nn.Module, Any], float] | None = None,
 ) -> dict[str, Any]:
     """Fine-tune `model` on `examples` (a list, or `epoch -> list` for fresh keyword dropout per
     epoch). One optimizer step = `grad_accum` micro-batches of `batch_size`.
@@ -128,10 +132,12 @@ def train_causal_lm(
     best_val_loss, best_step} passed to `on_eval`; the best weights are the model returned and saved; `patience`
     evaluations without improvement stop the run (0: never). `resume_dir`: resumable state every `save_every`
     steps (see the module doc). `on_step(step)` is called after each step and its checkpoint (tests raise from it
-    to simulate a kill).
+    to simulate a kill). `val_score(model, tokenizer)`: the checkpoint criterion in place of the loss (module doc);
+    its value is in each record as "val_score".
 
     Returns {"losses": per-step losses, "log": on_log records, "val": on_eval records, "steps", "tokens",
-    "wall_time_s", "checkpoint_dir", "best_step", "best_val_loss", "stopped_early", "resumed_from", "precision"}.
+    "wall_time_s", "checkpoint_dir", "best_step", "best_val_loss", "best_val_score", "stopped_early", "resumed_from",
+    "precision"}.
     """
     device = torch.device(device)
     torch.manual_seed(seed)
@@ -150,12 +156,14 @@ def train_causal_lm(
 
     settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length, "seed": seed,
                 "grad_accum": grad_accum, "max_grad_norm": max_grad_norm, "total_steps": total_steps,
-                "eval_every": eval_every, "patience": patience, "precision": str(amp_dtype), "device": device.type}
+                "eval_every": eval_every, "patience": patience, "precision": str(amp_dtype), "device": device.type,
+                "checkpoint_by": "score" if val_score is not None else "loss"}
     fp = run_fingerprint(settings, get_examples(0), validation, model, fingerprint_extra)
     state_path = Path(resume_dir) / STATE_FILE if resume_dir is not None else None
 
     # Everything a resumed run restores (the model and optimizer aside).
     run: dict[str, Any] = {"step": 0, "losses": [], "val": [], "best_val_loss": math.inf, "best_step": None,
+                           "best_val_score": None,
                            "bad_evals": 0, "stopped_early": False, "tokens": 0, "wall_time_s": 0.0}
     best_weights: dict[str, torch.Tensor] | None = None
     progress = ProgressLog(total_steps, log_every, on_log)
@@ -185,17 +193,26 @@ def train_causal_lm(
     def evaluate(epoch: int) -> None:
         nonlocal best_weights
         loss = validation_loss(model, val_batches, device, amp_dtype)
+        score = val_score(model, tokenizer) if val_score is not None else None
         step = run["step"]
-        if loss < run["best_val_loss"]:
-            run.update(best_val_loss=loss, best_step=step, bad_evals=0)
+        if score is None:
+            better = loss < run["best_val_loss"]
+        else:
+            better = run["best_val_score"] is None or (score, -loss) > (run["best_val_score"], -run["best_val_loss"])
+        if better:
+            run.update(best_val_loss=loss, best_val_score=score, best_step=step, bad_evals=0)
             best_weights = resume.snapshot(model)
         else:
             run["bad_evals"] += 1
         record = {"step": step, "epoch": epoch, "val_loss": loss, "best_val_loss": run["best_val_loss"],
                   "best_step": run["best_step"]}
+        if score is not None:
+            record.update(val_score=score, best_val_score=run["best_val_score"])
         run["val"].append(record)
-        print(f"eval step {step}/{total_steps} ep {epoch} val_loss {loss:.4f} "
-              f"(best {run['best_val_loss']:.4f} at step {run['best_step']})", flush=True)
+        shown = f"val_loss {loss:.4f}" + (f" val_score {score:.4f}" if score is not None else "")
+        best = run["best_val_score"] if score is not None else run["best_val_loss"]
+        print(f"eval step {step}/{total_steps} ep {epoch} {shown} (best {best:.4f} at step {run['best_step']})",
+              flush=True)
         if on_eval is not None:
             on_eval(record)
         if patience and run["bad_evals"] >= patience:
@@ -250,7 +267,7 @@ def train_causal_lm(
     if run["stopped_early"] and (not progress.records or progress.records[-1]["step"] != run["step"]):
         progress.step(run["step"], (run["step"] - 1) // steps_per_epoch, lr, force=True)  # the last partial window
     if best_weights is not None and run["best_step"] != run["step"]:
-        model.load_state_dict(best_weights)  # checkpoint choice: the lowest validation loss
+        model.load_state_dict(best_weights)  # checkpoint choice: the best validation score, else the lowest loss
     model.eval()
     wall = run["wall_time_s"] + time.perf_counter() - t_start
     if checkpoint_dir is not None:
@@ -260,5 +277,6 @@ def train_causal_lm(
             "tokens": run["tokens"], "wall_time_s": wall,
             "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
             "best_step": run["best_step"], "best_val_loss": run["best_val_loss"] if val_batches else None,
+            "best_val_score": run["best_val_score"],
             "stopped_early": run["stopped_early"], "resumed_from": resumed_from,
             "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]}
