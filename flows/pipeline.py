@@ -39,7 +39,8 @@ def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, floa
 
 
 @flow(name="pipeline")
-def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml") -> None:
+def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
+             push: bool = True) -> None:
     log = get_run_logger()
     params = params_or_exit(str(PROJECT_ROOT / params_file))  # refuse bad params before any stage starts
     cmd = ["dvc", "repro", *(["--force"] if force else []), *(targets or [])]
@@ -58,6 +59,13 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
             run.artifact(PROJECT_ROOT / path)
         if returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` exited with {returncode}; see the stage output above")
+        if push:  # what this run produced, to the DVC remote (.dvc/config): `dvc pull` elsewhere restores it
+            pushed = subprocess.run(["dvc", "push", *(targets or [])], cwd=PROJECT_ROOT, env=env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            sys.stdout.write(pushed.stdout)
+            if pushed.returncode != 0:
+                raise RuntimeError(f"`dvc push` exited with {pushed.returncode} (the results are kept here; push "
+                                   f"again when the remote is reachable): {pushed.stdout.strip()[-500:]}")
 
 
 def main() -> None:
@@ -65,6 +73,7 @@ def main() -> None:
     cli.add_argument("targets", nargs="*", help="DVC stages to reproduce (default: all)")
     cli.add_argument("--force", action="store_true", help="rerun stages even if DVC finds them up to date")
     cli.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper)")
+    cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
     args = cli.parse_args()
     if args.profile:
         try:
@@ -76,7 +85,7 @@ def main() -> None:
     # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours): exit status 1.
     params_or_exit(str(PROJECT_ROOT / "params.yaml"))
     try:
-        pipeline(targets=args.targets or None, force=args.force)
+        pipeline(targets=args.targets or None, force=args.force, push=not args.no_push)
     except RuntimeError as e:
         sys.exit(f"error: {e}")
 

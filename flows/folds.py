@@ -1,0 +1,107 @@
+"""The pipeline fanned out over Prefect workers: one `fold` flow run per (dataset, fold), then the report here.
+
+Every (dataset, fold) of params.yaml's experiment is submitted to the `fold` deployment (flows/fold.py), at most
+`concurrency` at a time; each runs on whichever worker of the work pool is free, in that worker's own clone, and
+pushes its outputs to the DVC remote. A fold run that fails or crashes (its machine lost, its process killed) is
+submitted again by Prefect (`retries`); it resumes from what the remote and that worker's clone already hold. When
+all are back, their dvc.lock entries (read from the server, flows/fold.py) are merged into this clone's dvc.lock,
+their outputs pulled, and `report` runs here. A fold that still fails is named in the error, and the other folds'
+entries stay merged and their outputs pulled. One MLflow run, `pipeline`, is the parent of every stage run.
+
+    python -m flows.folds                       # a Prefect server, the `fold` deployment and workers running
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import yaml
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import Artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.deployments import run_deployment
+from prefect.futures import as_completed
+
+from flows.common import PROJECT_ROOT, params_or_exit
+from flows.fold import FoldError, artifact_key, dvc, lock_from_markdown, params_digest
+from tasks.tracking import PARENT_ENV, stage_run
+
+FOLD_DEPLOYMENT = "fold/mwpgen-fold"
+
+
+@task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
+def run_fold(deployment: str, dataset: str, fold: int, parent_run_id: str, params_sha256: str) -> dict:
+    """One fold run on a worker, waited for; its dvc.lock entries. Raises (and so is retried) unless it completed."""
+    flow_run = run_deployment(deployment, parameters={"dataset": dataset, "fold": fold,
+                                                      "parent_run_id": parent_run_id,
+                                                      "params_sha256": params_sha256},
+                              tags=[f"dataset:{dataset}", f"fold:{fold}"], poll_interval=2)
+    state = flow_run.state
+    if state is None or not state.is_completed():
+        raise FoldError(f"{dataset} fold {fold}: flow run {flow_run.name} ended "
+                        f"{state.type.value if state else 'without a state'}: {state.message if state else ''}")
+    artifact = Artifact.get(artifact_key(dataset, fold))
+    if artifact is None or artifact.flow_run_id != flow_run.id:
+        raise FoldError(f"{dataset} fold {fold}: flow run {flow_run.name} completed without its dvc.lock artifact")
+    return lock_from_markdown(artifact.data)
+
+
+def merge_lock(entries: dict) -> None:
+    """This clone's dvc.lock with a fold's stage entries (shared data stages only where missing here)."""
+    path = PROJECT_ROOT / "dvc.lock"
+    lock = yaml.safe_load(path.read_text()) if path.exists() else {"schema": "2.0", "stages": {}}
+    for name, entry in entries.items():
+        if "@" in name or name not in lock["stages"]:
+            lock["stages"][name] = entry
+    path.write_text(yaml.safe_dump(lock, sort_keys=False))
+
+
+@flow(name="pipeline-folds")
+def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> dict:
+    log = get_run_logger()
+    params = params_or_exit(str(PROJECT_ROOT / "params.yaml"))
+    folds = [(d, f) for d in params.experiment.datasets for f in params.experiment.folds]
+    digest = params_digest(PROJECT_ROOT)
+    with stage_run("pipeline", tags={"dvc.targets": "folds"}) as run:
+        run.params(params.model_dump())
+        pending, running, failed, done = list(folds), {}, {}, []
+        while pending or running:
+            while pending and len(running) < concurrency:  # bounded: the others wait their turn here
+                dataset, fold = pending.pop(0)
+                future = run_fold.submit(deployment, dataset, fold, run.run_id, digest)
+                running[future] = (dataset, fold)
+            future = next(as_completed(list(running)))
+            dataset, fold = running.pop(future)
+            try:
+                entries = future.result()
+            except Exception as e:  # noqa: BLE001 -- whatever ended the fold, it is reported by name below
+                failed[f"{dataset}-{fold}"] = f"{type(e).__name__}: {e}"
+                log.error("%s fold %d failed after retries: %s", dataset, fold, e)
+                continue
+            merge_lock(entries)
+            done.append(f"{dataset}-{fold}")
+            log.info("%s fold %d: done", dataset, fold)
+        dvc(["pull", "--allow-missing"], PROJECT_ROOT)
+        if failed:
+            raise FoldError(f"folds failed: {', '.join(f'{k} ({v})' for k, v in failed.items())}; the results of "
+                            f"{', '.join(done) or 'no fold'} are merged into dvc.lock and pulled")
+        dvc(["repro", "report"], PROJECT_ROOT, {**os.environ, PARENT_ENV: run.run_id})
+        dvc(["push"], PROJECT_ROOT)
+    return {"folds": done}
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--deployment", default=FOLD_DEPLOYMENT, help="the fold deployment (prefect.yaml)")
+    cli.add_argument("--concurrency", type=int, default=2, help="fold runs at once (at most)")
+    args = cli.parse_args()
+    try:
+        pipeline_folds(args.deployment, args.concurrency)
+    except FoldError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()
