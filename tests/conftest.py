@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -32,11 +33,9 @@ def copy_project(dest: Path) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True)
 
 
-@pytest.fixture(scope="session")
-def prefect_api(tmp_path_factory) -> Iterator[str]:
-    """One Prefect server for every stage process of the session (each would otherwise start and stop an
-    ephemeral one, several seconds each). Loopback only; stopped at the end of the session."""
-    home = tmp_path_factory.mktemp("prefect-home")
+@contextmanager
+def prefect_server(home: Path) -> Iterator[str]:
+    """A Prefect server on a free loopback port, its API URL in os.environ["PREFECT_API_URL"] while it runs."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -69,6 +68,14 @@ def prefect_api(tmp_path_factory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory) -> Iterator[str]:
+    """One Prefect server for every stage process of the session (each would otherwise start and stop an
+    ephemeral one, several seconds each). Loopback only; stopped at the end of the session."""
+    with prefect_server(tmp_path_factory.mktemp("prefect-home")) as url:
+        yield url
 
 
 def scratch_env(dest: Path, **extra: str) -> dict[str, str]:

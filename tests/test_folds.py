@@ -6,65 +6,19 @@ completes. Then a fresh clone restores the results with `dvc pull`, after which 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import psutil
 import pytest
-import yaml
-from conftest import copy_project, run_in, scratch_env
-from test_pipeline_models import synthetic_records
+from conftest import run_in, scratch_env
+from fold_scenario import FOLDS, clone, cluster
 
-from mwpgen.data.splits import seeded_folds
-from mwpgen.io import write_json, write_jsonl
-from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
-from tiny_model import tiny_model_dir
-
-FOLDS = [0, 1]
 KILLED_FOLD = 1
-# The data stages are the same on every machine; here the data is synthetic and committed, so they are dropped.
-DATA_STAGES = ("download", "translate", "preprocess", "split", "register")
-
-
-def base_project(root: Path, remote: Path) -> Path:
-    base = root / "base"
-    base.mkdir()
-    copy_project(base)
-    records = synthetic_records(50)
-    write_jsonl(base / "data" / "processed" / "arithmetic.jsonl", records)
-    write_json(base / "data" / "splits" / "arithmetic.json",
-               {"dataset": "arithmetic", "n_folds": 5, "seed": 1, "method": "seeded", "folds": seeded_folds(records, 5, 1)})
-    corpus = [r["text"] + " " + r["equation"] for r in records] + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE]
-    tiny_model_dir(base / "tiny-model", corpus)
-    stages = yaml.safe_load((base / "dvc.yaml").read_text())
-    for name in DATA_STAGES:
-        del stages["stages"][name]
-    (base / "dvc.yaml").write_text(yaml.safe_dump(stages, sort_keys=False))
-    params = yaml.safe_load((base / "params.yaml").read_text())
-    params["experiment"].update(datasets=["arithmetic"], folds=FOLDS, validation_size=4)
-    # The fewest stages the report needs: GPT-pre (its reference row) and ours (Table 5).
-    params["models"] = {"causal_lm": ["gpt_pre"], "seq2seq": [], "generate": ["gpt_pre", "ours"]}
-    params["train"].update(model="tiny-model", log_every=5)
-    for kind in ("generator", "evaluator"):
-        params["train"][kind].update(max_steps=30, batch_size=8, lr=3e-3, save_every=5)
-    params["generate"].update(max_new_tokens=20, batch_size=8)
-    (base / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    env = scratch_env(base)
-    run_in(base, env, [sys.executable, "-m", "dvc", "remote", "modify", "storage", "url", str(remote)])
-    run_in(base, env, ["git", "add", "-A", "-f", "data", "tiny-model", "dvc.yaml", "params.yaml", ".dvc/config"])
-    run_in(base, env, ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fold test"])
-    return base
-
-
-def clone(base: Path, dest: Path) -> Path:
-    subprocess.run(["git", "clone", "-q", str(base), str(dest)], check=True)
-    return dest
 
 
 def fold_flow_runs(fold: int) -> list:
@@ -99,41 +53,17 @@ def kill_fold_run_when_training(fold: int, clones: list[Path], done: threading.E
 
 @pytest.fixture(scope="module")
 def fanned_out(tmp_path_factory, prefect_api):
-    root = tmp_path_factory.mktemp("folds")
-    remote = root / "remote"
-    base = base_project(root, remote)
-    workers = [clone(base, root / f"worker{i}") for i in (1, 2)]
-    parent = clone(base, root / "parent")
-    env = scratch_env(parent, MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}", PREFECT_LOGGING_LEVEL="INFO")
-    env.pop("MWPGEN_MIRROR")
-    pool = f"mwpgen-test-{uuid.uuid4().hex[:8]}"
-    run_in(parent, env, [sys.executable, "-m", "prefect", "work-pool", "create", pool, "--type", "process"])
-    run_in(parent, {**env, "MWPGEN_HOME": str(parent)},
-           [sys.executable, "-m", "prefect", "--no-prompt", "deploy", "--name", "mwpgen-fold", "--pool", pool])
-    procs = []
-    for w in workers:
-        wlog = open(w / "worker.log", "w")
-        procs.append(subprocess.Popen([sys.executable, "-m", "prefect", "worker", "start", "--pool", pool,
-                                       "--limit", "1", "--type", "process"],
-                                      cwd=w, env={**env, "MWPGEN_HOME": str(w), "PREFECT_HOME": str(w / ".prefect")},
-                                      stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
-    killed: list = []
-    done = threading.Event()
-    killer = threading.Thread(target=kill_fold_run_when_training, args=(KILLED_FOLD, workers, done, killed))
-    killer.start()
-    start = time.time()
-    try:
-        proc = run_in(parent, env, [sys.executable, "-m", "flows.folds", "--concurrency", "2"], check=False,
-                      timeout=900)
-    finally:
-        done.set()
-        killer.join()
-        for p in procs:
-            os.killpg(p.pid, signal.SIGTERM)
-            p.wait(timeout=30)
-    logs = "\n".join((w / "worker.log").read_text()[-3000:] for w in workers)
-    return {"root": root, "base": base, "parent": parent, "remote": remote, "workers": workers, "env": env,
-            "proc": proc, "killed": killed, "wall_s": time.time() - start, "worker_logs": logs}
+    with cluster(tmp_path_factory.mktemp("folds"), n_workers=2) as c:
+        killed: list = []
+        done = threading.Event()
+        killer = threading.Thread(target=kill_fold_run_when_training, args=(KILLED_FOLD, c.workers, done, killed))
+        killer.start()
+        try:
+            proc = c.submit(concurrency=2)
+        finally:
+            done.set()
+            killer.join()
+        yield {"base": c.base, "parent": c.parent, "proc": proc, "killed": killed, "worker_logs": c.worker_logs()}
 
 
 def test_both_folds_reach_the_report(fanned_out):

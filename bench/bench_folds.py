@@ -1,0 +1,58 @@
+"""Fold runs fanned out over Prefect workers: wall time of the same 2-fold run with 1 worker and with 2.
+
+The scenario of tests/test_folds.py (tests/fold_scenario.py: a tiny model, synthetic Arithmetic folds 0 and 1, a
+local-folder DVC remote, a process work pool), built from scratch for each worker count with its own Prefect
+server, so neither run reuses the other's outputs; `python -m flows.folds --concurrency 2` is timed from submission
+to the report. Each stage is a process of its own that spends most of its seconds importing torch, transformers,
+Prefect and MLflow, so on this 2-core machine two workers mostly overlap those imports.
+
+    PYTHONPATH=. python bench/bench_folds.py --out docs/bench_folds.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from conftest import prefect_server  # noqa: E402
+from fold_scenario import FOLDS, cluster  # noqa: E402
+
+
+def timed_run(n_workers: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix=f"bench-folds-{n_workers}-") as tmp:
+        root = Path(tmp)
+        (root / "prefect").mkdir()
+        with prefect_server(root / "prefect"), cluster(root / "scenario", n_workers) as c:
+            start = time.perf_counter()
+            proc = c.submit(concurrency=2)
+            wall = time.perf_counter() - start
+            if proc.returncode != 0:
+                raise SystemExit(f"the {n_workers}-worker run failed:\n{proc.stdout[-3000:]}\n{c.worker_logs()}")
+    return {"workers": n_workers, "folds": len(FOLDS), "wall_s": round(wall, 1)}
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--out", type=Path, default=None, help="write the numbers as JSON here")
+    args = cli.parse_args()
+    runs = [timed_run(n) for n in (1, 2)]
+    result = {"runs": runs, "speedup_2_vs_1": round(runs[0]["wall_s"] / runs[1]["wall_s"], 2),
+              "cpus": os.cpu_count(), "machine": platform.processor() or platform.machine()}
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    for r in runs:
+        print(f"{r['workers']} worker(s): {r['folds']} folds in {r['wall_s']:.1f} s")
+    print(f"2 workers vs 1: x{result['speedup_2_vs_1']}")
+
+
+if __name__ == "__main__":
+    main()
