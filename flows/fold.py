@@ -4,7 +4,8 @@ In the worker's own clone of the project (its working directory, `MWPGEN_HOME`),
 on one machine: `dvc pull` what the DVC remote already holds, `dvc repro` the fold's stages (DVC adds the shared
 data stages they depend on and skips what is up to date, so a rerun after a crash resumes; a killed training
 resumes from its own checkpoint), `dvc push` what they produced. The fold's `dvc.lock` entries -- the addresses
-of its outputs in the remote -- go to the Prefect server as a markdown artifact (`dvc-lock-<dataset>-<fold>`), so
+of its outputs in the remote -- and the small outputs DVC does not cache (metrics, scores, training curves: they
+live in git, not in the remote) go to the Prefect server as a markdown artifact (`dvc-lock-<dataset>-<fold>`), so
 the run that submitted the fold (flows/folds.py) needs nothing from this machine but the remote and the server.
 
 Stage runs log to MLflow beneath `parent_run_id` (MLFLOW_TRACKING_URI must then name a tracking server every
@@ -14,6 +15,7 @@ machine reaches; the default sqlite file is per clone).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from tasks.tracking import PARENT_ENV
 
 ROOT = Path(os.environ.get("MWPGEN_HOME") or Path(__file__).resolve().parent.parent)
-LOCK_FENCE = "```yaml"
+FENCE = "```json"
 
 
 class FoldError(RuntimeError):
@@ -63,13 +65,33 @@ def params_digest(root: Path) -> str:
     return hashlib.sha256((root / "params.yaml").read_bytes()).hexdigest()
 
 
-def lock_markdown(entries: dict) -> str:
-    return f"{LOCK_FENCE}\n{yaml.safe_dump(entries, sort_keys=False)}```\n"
+def fold_markdown(entries: dict, files: dict[str, str]) -> str:
+    """The artifact's text: {"lock": dvc.lock entries, "files": uncached output path -> content} as a JSON block."""
+    return f"{FENCE}\n{json.dumps({'lock': entries, 'files': files}, indent=1)}\n```\n"
 
 
-def lock_from_markdown(text: str) -> dict:
-    body = text.split(LOCK_FENCE, 1)[1].rsplit("```", 1)[0]
-    return yaml.safe_load(body)
+def read_fold_markdown(text: str) -> tuple[dict, dict[str, str]]:
+    payload = json.loads(text.split(FENCE, 1)[1].rsplit("```", 1)[0])
+    return payload["lock"], payload["files"]
+
+
+def uncached_outputs(root: Path, stages: list[str]) -> dict[str, str]:
+    """Path (relative to `root`) -> text of every file the `stages` write with `cache: false`."""
+    from dvc.repo import Repo
+
+    files = {}
+    with Repo(str(root)) as repo:
+        for stage in repo.index.stages:
+            if getattr(stage, "name", None) not in stages:  # pipeline stages (dvc.yaml) only
+                continue
+            for out in stage.outs:
+                path = Path(out.fs_path)
+                if out.use_cache or not path.exists():
+                    continue
+                for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+                    if f.is_file() and f.name != ".gitignore":
+                        files[str(f.relative_to(root))] = f.read_text()
+    return files
 
 
 def artifact_key(dataset: str, fold: int) -> str:
@@ -97,7 +119,8 @@ def push(root: Path, stages: list[str]) -> None:
 @flow(name="fold")
 def fold(dataset: str, fold: int, parent_run_id: str | None = None, params_sha256: str | None = None,
          push_outputs: bool = True) -> dict:
-    """Reproduce one (dataset, fold) in this worker's clone and publish its dvc.lock entries; returns them."""
+    """Reproduce one (dataset, fold) in this worker's clone and publish its dvc.lock entries and uncached outputs;
+    returns the entries."""
     log = get_run_logger()
     root = ROOT
     if params_sha256 and params_digest(root) != params_sha256:
@@ -112,6 +135,6 @@ def fold(dataset: str, fold: int, parent_run_id: str | None = None, params_sha25
         push(root, stages)
     lock = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
     entries = {name: entry for name, entry in lock.items() if "@" not in name or is_fold_stage(name, dataset, fold)}
-    create_markdown_artifact(lock_markdown(entries), key=artifact_key(dataset, fold),
-                             description=f"dvc.lock entries of {dataset} fold {fold}")
+    create_markdown_artifact(fold_markdown(entries, uncached_outputs(root, stages)), key=artifact_key(dataset, fold),
+                             description=f"dvc.lock entries and uncached outputs of {dataset} fold {fold}")
     return entries

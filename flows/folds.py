@@ -3,9 +3,10 @@
 Every (dataset, fold) of params.yaml's experiment is submitted to the `fold` deployment (flows/fold.py), at most
 `concurrency` at a time; each runs on whichever worker of the work pool is free, in that worker's own clone, and
 pushes its outputs to the DVC remote. A fold run that fails or crashes (its machine lost, its process killed) is
-submitted again by Prefect (`retries`); it resumes from what the remote and that worker's clone already hold. When
-all are back, their dvc.lock entries (read from the server, flows/fold.py) are merged into this clone's dvc.lock,
-their outputs pulled, and `report` runs here. A fold that still fails is named in the error, and the other folds'
+submitted again by Prefect (`retries`); it resumes from what the remote and that worker's clone already hold. As
+each comes back, its uncached outputs (metrics, scores, curves) are written here and its dvc.lock entries merged
+into this clone's dvc.lock (both read from the server, flows/fold.py); then the cached outputs are pulled from the
+remote and `report` runs here -- the only stage that does. A fold that still fails is named in the error, and the other folds'
 entries stay merged and their outputs pulled. One MLflow run, `pipeline`, is the parent of every stage run.
 
     python -m flows.folds                       # a Prefect server, the `fold` deployment and workers running
@@ -25,15 +26,17 @@ from prefect.deployments import run_deployment
 from prefect.futures import as_completed
 
 from flows.common import PROJECT_ROOT, params_or_exit
-from flows.fold import FoldError, artifact_key, dvc, lock_from_markdown, params_digest
+from flows.fold import FoldError, artifact_key, dvc, params_digest, read_fold_markdown
 from tasks.tracking import PARENT_ENV, stage_run
 
 FOLD_DEPLOYMENT = "fold/mwpgen-fold"
 
 
 @task(cache_policy=NO_CACHE, retries=2, retry_delay_seconds=2)
-def run_fold(deployment: str, dataset: str, fold: int, parent_run_id: str, params_sha256: str) -> dict:
-    """One fold run on a worker, waited for; its dvc.lock entries. Raises (and so is retried) unless it completed."""
+def run_fold(deployment: str, dataset: str, fold: int, parent_run_id: str, params_sha256: str
+             ) -> tuple[dict, dict[str, str]]:
+    """One fold run on a worker, waited for; its dvc.lock entries and uncached outputs. Raises (and so is retried)
+    unless it completed."""
     flow_run = run_deployment(deployment, parameters={"dataset": dataset, "fold": fold,
                                                       "parent_run_id": parent_run_id,
                                                       "params_sha256": params_sha256},
@@ -45,7 +48,18 @@ def run_fold(deployment: str, dataset: str, fold: int, parent_run_id: str, param
     artifact = Artifact.get(artifact_key(dataset, fold))
     if artifact is None or artifact.flow_run_id != flow_run.id:
         raise FoldError(f"{dataset} fold {fold}: flow run {flow_run.name} completed without its dvc.lock artifact")
-    return lock_from_markdown(artifact.data)
+    return read_fold_markdown(artifact.data)
+
+
+def write_outputs(files: dict[str, str]) -> None:
+    """A fold's uncached outputs (metrics, scores, curves) into this clone, where that fold's stages put them."""
+    root = PROJECT_ROOT.resolve()
+    for rel, text in files.items():
+        path = (root / rel).resolve()
+        if not path.is_relative_to(root):
+            raise FoldError(f"a fold run sent an output outside the project: {rel!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
 
 
 def merge_lock(entries: dict) -> None:
@@ -75,11 +89,12 @@ def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> d
             future = next(as_completed(list(running)))
             dataset, fold = running.pop(future)
             try:
-                entries = future.result()
+                entries, files = future.result()
             except Exception as e:  # noqa: BLE001 -- whatever ended the fold, it is reported by name below
                 failed[f"{dataset}-{fold}"] = f"{type(e).__name__}: {e}"
                 log.error("%s fold %d failed after retries: %s", dataset, fold, e)
                 continue
+            write_outputs(files)
             merge_lock(entries)
             done.append(f"{dataset}-{fold}")
             log.info("%s fold %d: done", dataset, fold)

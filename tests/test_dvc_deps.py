@@ -84,3 +84,17 @@ def test_mwpgen_never_imports_prefect_dvc_or_mlflow():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             found += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in banned]
     assert not found, "mwpgen imports orchestration code: " + ", ".join(found)
+
+
+def test_bytecode_caches_are_not_dependencies():
+    """Code folders are stage dependencies (mwpgen/lm, ...): the __pycache__ Python writes into them must not change
+    their hash, or a clone on a machine that writes bytecode would find every stage changed (.dvcignore)."""
+    import subprocess
+    import sys
+
+    def ignored(path: str) -> bool:
+        return subprocess.run([sys.executable, "-m", "dvc", "check-ignore", path], cwd=ROOT,
+                              capture_output=True).returncode == 0
+
+    assert ignored("mwpgen/lm/__pycache__/training.cpython-311.pyc") and ignored("flows/__pycache__/train.pyc")
+    assert not ignored("mwpgen/lm/training.py")
