@@ -31,7 +31,7 @@ DATA_STAGES = ("download", "translate", "preprocess", "split", "register")
 
 def base_project(root: Path, remote: Path) -> Path:
     base = root / "base"
-    base.mkdir()
+    base.mkdir(parents=True)
     copy_project(base)
     records = synthetic_records(50)
     write_jsonl(base / "data" / "processed" / "arithmetic.jsonl", records)
@@ -45,8 +45,9 @@ def base_project(root: Path, remote: Path) -> Path:
     (base / "dvc.yaml").write_text(yaml.safe_dump(stages, sort_keys=False))
     params = yaml.safe_load((base / "params.yaml").read_text())
     params["experiment"].update(datasets=["arithmetic"], folds=FOLDS, validation_size=4)
-    # The fewest stages the report needs: GPT-pre (its reference row) and ours (Table 5).
-    params["models"] = {"causal_lm": ["gpt_pre"], "seq2seq": [], "generate": ["gpt_pre", "ours"]}
+    # The fewest stages a report needs: the evaluator and ours (Table 5); the other models' stages are the same
+    # DVC mechanics (tests/test_pipeline_models.py runs them).
+    params["models"] = {"causal_lm": [], "seq2seq": [], "generate": ["ours"]}
     params["train"].update(model="tiny-model", log_every=5)
     for kind in ("generator", "evaluator"):
         params["train"][kind].update(max_steps=30, batch_size=8, lr=3e-3, save_every=5)
