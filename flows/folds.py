@@ -72,6 +72,19 @@ def merge_lock(entries: dict) -> None:
     path.write_text(yaml.safe_dump(lock, sort_keys=False))
 
 
+def ignore_pulled_outputs(stages: set[str]) -> None:
+    """.gitignore entries for the cached outputs of `stages`: DVC writes them when a stage saves its outputs, not
+    when `dvc pull` checks them out, and without them committing this clone's result would put them in git."""
+    from dvc.repo import Repo
+
+    with Repo(str(PROJECT_ROOT)) as repo:
+        for stage in repo.index.stages:
+            if getattr(stage, "name", None) in stages:
+                for out in stage.outs:
+                    if out.use_cache:
+                        repo.scm_context.ignore(out.fs_path)
+
+
 @flow(name="pipeline-folds")
 def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> dict:
     log = get_run_logger()
@@ -80,7 +93,7 @@ def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> d
     digest = params_digest(PROJECT_ROOT)
     with stage_run("pipeline", tags={"dvc.targets": "folds"}) as run:
         run.params(params.model_dump())
-        pending, running, failed, done = list(folds), {}, {}, []
+        pending, running, failed, done, merged = list(folds), {}, {}, [], set()
         while pending or running:
             while pending and len(running) < concurrency:  # bounded: the others wait their turn here
                 dataset, fold = pending.pop(0)
@@ -96,9 +109,11 @@ def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> d
                 continue
             write_outputs(files)
             merge_lock(entries)
+            merged.update(entries)
             done.append(f"{dataset}-{fold}")
             log.info("%s fold %d: done", dataset, fold)
         dvc(["pull", "--allow-missing"], PROJECT_ROOT)
+        ignore_pulled_outputs(merged)
         if failed:
             raise FoldError(f"folds failed: {', '.join(f'{k} ({v})' for k, v in failed.items())}; the results of "
                             f"{', '.join(done) or 'no fold'} are merged into dvc.lock and pulled")

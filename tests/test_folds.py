@@ -100,11 +100,15 @@ def test_a_fresh_clone_pulls_the_results_and_has_nothing_to_reproduce(fanned_out
     subprocess.run(["git", "add", "-A"], cwd=parent, check=True)
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results"], cwd=parent,
                    check=True)
+    committed = subprocess.run(["git", "ls-files", "results/generations", "results/predictions", "models"], cwd=parent,
+                               capture_output=True, text=True, check=True).stdout.split()
+    assert committed and all(Path(f).name == ".gitignore" for f in committed), committed  # outputs stay in DVC
     fresh = clone(parent, tmp_path / "fresh")
     env = scratch_env(fresh)
     run_in(fresh, env, [sys.executable, "-m", "dvc", "pull"])
     for fold in FOLDS:
         assert (fresh / "results" / "generations" / "ours" / "arithmetic" / f"fold{fold}.csv").exists()
         assert (fresh / "models" / "ours" / "arithmetic" / f"fold{fold}").is_dir()
+        assert (fresh / "results" / "predictions" / "ours" / "arithmetic" / f"fold{fold}.jsonl").exists()
     status = run_in(fresh, env, [sys.executable, "-m", "dvc", "status"]).stdout
     assert "up to date" in status, status
