@@ -36,14 +36,24 @@ class FoldError(RuntimeError):
     pass
 
 
+class DvcCommandError(RuntimeError):
+    pass
+
+
 def dvc(args: list[str], cwd: Path, env: dict | None = None) -> str:
     """Run one DVC command, echoing its output; a failure raises with the command and the end of its output."""
     proc = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, env=env, capture_output=True, text=True)
     output = proc.stdout + proc.stderr
     print(output, end="", flush=True)
     if proc.returncode != 0:
-        raise FoldError(f"`dvc {' '.join(args)}` in {cwd} exited with {proc.returncode}: {output.strip()[-1500:]}")
+        raise DvcCommandError(f"`dvc {' '.join(args)}` in {cwd} exited with {proc.returncode}: "
+                              f"{output.strip()[-1500:]}")
     return output
+
+
+def outputs_of(repo, stages: set[str] | list[str]) -> list:
+    """The outputs (DVC `Output`s) of the named pipeline stages of an open DVC `Repo`."""
+    return [out for stage in repo.index.stages if getattr(stage, "name", None) in stages for out in stage.outs]
 
 
 def is_fold_stage(name: str, dataset: str, fold: int) -> bool:
@@ -53,8 +63,10 @@ def is_fold_stage(name: str, dataset: str, fold: int) -> bool:
 
 
 def fold_stages(root: Path, dataset: str, fold: int) -> list[str]:
-    names = dvc(["stage", "list", "--name-only"], root).split()
-    stages = [n for n in names if is_fold_stage(n, dataset, fold)]
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        stages = [s.name for s in repo.index.stages if is_fold_stage(getattr(s, "name", ""), dataset, fold)]
     if not stages:
         raise FoldError(f"dvc.yaml in {root} has no stage of {dataset} fold {fold}: is it in params.yaml's "
                         "experiment.datasets and experiment.folds?")
@@ -81,16 +93,13 @@ def uncached_outputs(root: Path, stages: list[str]) -> dict[str, str]:
 
     files = {}
     with Repo(str(root)) as repo:
-        for stage in repo.index.stages:
-            if getattr(stage, "name", None) not in stages:  # pipeline stages (dvc.yaml) only
+        for out in outputs_of(repo, stages):
+            path = Path(out.fs_path)
+            if out.use_cache or not path.exists():
                 continue
-            for out in stage.outs:
-                path = Path(out.fs_path)
-                if out.use_cache or not path.exists():
-                    continue
-                for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
-                    if f.is_file() and f.name != ".gitignore":
-                        files[str(f.relative_to(root))] = f.read_text()
+            for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+                if f.is_file() and f.name != ".gitignore":
+                    files[str(f.relative_to(root))] = f.read_text()
     return files
 
 

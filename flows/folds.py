@@ -26,7 +26,8 @@ from prefect.deployments import run_deployment
 from prefect.futures import as_completed
 
 from flows.common import PROJECT_ROOT, params_or_exit
-from flows.fold import FoldError, artifact_key, dvc, params_digest, read_fold_markdown
+from flows.fold import (DvcCommandError, FoldError, artifact_key, dvc, outputs_of, params_digest,
+                        read_fold_markdown)
 from tasks.tracking import PARENT_ENV, stage_run
 
 FOLD_DEPLOYMENT = "fold/mwpgen-fold"
@@ -78,11 +79,9 @@ def ignore_pulled_outputs(stages: set[str]) -> None:
     from dvc.repo import Repo
 
     with Repo(str(PROJECT_ROOT)) as repo:
-        for stage in repo.index.stages:
-            if getattr(stage, "name", None) in stages:
-                for out in stage.outs:
-                    if out.use_cache:
-                        repo.scm_context.ignore(out.fs_path)
+        for out in outputs_of(repo, stages):
+            if out.use_cache:
+                repo.scm_context.ignore(out.fs_path)
 
 
 @flow(name="pipeline-folds")
@@ -129,7 +128,7 @@ def main() -> None:
     args = cli.parse_args()
     try:
         pipeline_folds(args.deployment, args.concurrency)
-    except FoldError as e:
+    except (FoldError, DvcCommandError) as e:
         sys.exit(f"error: {e}")
 
 

@@ -15,6 +15,7 @@ import time
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
+from flows.fold import DvcCommandError, dvc
 from mwpgen.config import ParamsError, apply_profile
 from tasks.tracking import PARENT_ENV, stage_run
 
@@ -60,12 +61,10 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
         if returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` exited with {returncode}; see the stage output above")
         if push:  # what this run produced, to the DVC remote (.dvc/config): `dvc pull` elsewhere restores it
-            pushed = subprocess.run(["dvc", "push", *(targets or [])], cwd=PROJECT_ROOT, env=env, text=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-            sys.stdout.write(pushed.stdout)
-            if pushed.returncode != 0:
-                raise RuntimeError(f"`dvc push` exited with {pushed.returncode} (the results are kept here; push "
-                                   f"again when the remote is reachable): {pushed.stdout.strip()[-500:]}")
+            try:
+                dvc(["push", *(targets or [])], PROJECT_ROOT, env)
+            except DvcCommandError as e:
+                raise RuntimeError(f"{e} (the results are kept here; push again when the remote is reachable)") from e
 
 
 def main() -> None:

@@ -33,12 +33,32 @@ def copy_project(dest: Path) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True)
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on now (for a server a test starts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(url: str, server: subprocess.Popen, log: Path, what: str, timeout_s: float) -> None:
+    """Poll `url` until it answers 200; fail with the end of the server's `log` if it exits or `timeout_s` passes."""
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if server.poll() is not None or time.time() > deadline:
+            pytest.fail(f"{what} did not start: {log.read_text()[-3000:]}")
+        time.sleep(0.5)
+
+
 @contextmanager
 def prefect_server(home: Path) -> Iterator[str]:
     """A Prefect server on a free loopback port, its API URL in os.environ["PREFECT_API_URL"] while it runs."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "PREFECT_LOGGING_LEVEL": "WARNING"}
     env.pop("PREFECT_API_URL", None)
@@ -47,17 +67,7 @@ def prefect_server(home: Path) -> Iterator[str]:
                                "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/api"
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"Prefect server did not start: {(home / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
+        wait_until_serving(f"{url}/health", server, home / "server.log", "Prefect server", timeout_s=120)
         os.environ["PREFECT_API_URL"] = url  # scratch_env passes it to every stage process
         yield url
     finally:

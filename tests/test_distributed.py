@@ -7,13 +7,13 @@ Also the worker: `python -m torch.distributed.run --nproc_per_node 2 tests/test_
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import free_port
 
 from mwpgen.distributed import rank_examples
 from mwpgen.lm.training import _batches
@@ -135,12 +135,6 @@ def test_killed_ranks_resume_bit_for_bit(tiny_dir, uninterrupted, tmp_path):
         assert [r["loss"] for r in got["result"]["log"]] == [r["loss"] for r in ref["result"]["log"]]
         assert all(torch.equal(got["weights"][k], ref["weights"][k]) for k in ref["weights"])
     assert not (out / "resume").exists()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Killed(Exception):

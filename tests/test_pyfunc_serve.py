@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
+from conftest import free_port, wait_until_serving
 
 from mwpgen import cli
 from test_generate_cli import make_tiny_bundle
@@ -64,12 +63,6 @@ def test_the_model_is_registered_beside_the_run_that_trained_it(registry):
     assert str(c.get_model_version_by_alias("mwpgen-ours", "arithmetic-fold0").version) == "1"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _post(url: str, body: bytes, content_type: str = "application/json") -> tuple[int, str]:
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": content_type})
     try:
@@ -107,7 +100,7 @@ BAD = {
 
 
 def test_served_model_answers_good_requests_and_refuses_bad_ones(registry, tmp_path):
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = open(tmp_path / "server.log", "w")
     # Its own process group: `mlflow models serve` starts uvicorn as a child, and both must go at the end.
@@ -116,17 +109,7 @@ def test_served_model_answers_good_requests_and_refuses_bad_ones(registry, tmp_p
                               env={**registry["env"], "MWPGEN_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.time() + SERVER_START_S
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/ping", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if server.poll() is not None or time.time() > deadline:
-                pytest.fail(f"server did not start: {(tmp_path / 'server.log').read_text()[-3000:]}")
-            time.sleep(0.5)
+        wait_until_serving(f"{url}/ping", server, tmp_path / "server.log", "server", timeout_s=SERVER_START_S)
 
         status, body = _post(f"{url}/invocations", _records(GOOD, {**GOOD, "equation": "x = num1 * num2",
                                                                    "numbers": "auto", "verify": 3, "n": 1}))
