@@ -1,0 +1,84 @@
+"""bench/gpu_default_profile.py (the GPU check of the default profile) on a tiny model and the smoke profile's
+sizes: `train` trains the evaluator, GPT-pre and ours, writes their test generations and the evaluator's parses;
+`score` scores them as the evaluate stage does and writes the tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+
+import pytest
+
+from conftest import ROOT
+from mwpgen.config import apply_profile
+from mwpgen.data.splits import seeded_folds
+from mwpgen.io import read_generations, read_jsonl, write_json, write_jsonl
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
+from tiny_model import tiny_model_dir
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("gpu_default_profile", ROOT / "bench" / "gpu_default_profile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gpu")
+    names, objects = ["Joan", "Sam", "Mike", "Sara"], ["apples", "pencils", "marbles"]
+    records = [{"id": str(i + 1), "dataset": "arithmetic", "equation": ["x = num1 + num2", "x = num1 - num2"][i % 2],
+                "text": f"{names[i % 4]} has num1 {objects[i % 3]} . {names[(i + 1) % 4]} gives num2 more on day{i} . "
+                        f"How many {objects[i % 3]} now ?"} for i in range(60)]  # day{i}: no two texts alike
+    data = root / "data"
+    write_jsonl(data / "processed" / "arithmetic.jsonl", records)
+    folds = seeded_folds(records, 5, 1)
+    write_json(data / "splits" / "arithmetic.json", {"dataset": "arithmetic", "folds": folds})
+    test_ids = set(folds[0])
+    write_jsonl(data / "keywords" / "arithmetic" / "fold0.jsonl",
+                [{"id": r["id"], "split": "test" if r["id"] in test_ids else "train",
+                  "noun": [w for w in r["text"].split() if w in objects], "tfidf": r["text"].split()[:2]}
+                 for r in records])
+    corpus = [r["text"] + " " + r["equation"] for r in records] + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE]
+    model = tiny_model_dir(root / "tiny-model", corpus)
+    params = root / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", params)
+    apply_profile(params, ROOT / "profiles" / "smoke.yaml")
+    (root / "tiny.yaml").write_text(f"train: {{model: {model}, device: cpu}}\nexperiment: {{max_test: 0}}\n")
+    apply_profile(params, root / "tiny.yaml")
+    return root, params, data
+
+
+def test_train_then_score(setup, tmp_path, monkeypatch):
+    root, params, data = setup
+    out, models = tmp_path / "out", tmp_path / "models"
+    bench = _load_bench()
+    monkeypatch.setattr(sys, "argv", ["bench", "train", "--params", str(params), "--data", str(data), "--out", str(out),
+                                      "--models", str(models)])
+    bench.main()
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["stages"]) == {"train_evaluator", "gpt_pre", "ours"}
+    n_test = len(json.loads((data / "splits" / "arithmetic.json").read_text())["folds"][0])
+    assert summary["n_test"] == n_test
+    for model in ("gpt_pre", "ours"):
+        rows = read_generations(out / f"generations_{model}.csv")
+        parses = list(read_jsonl(out / f"parses_{model}.jsonl"))
+        assert len(rows) == len(parses) == n_test and [r["id"] for r in rows] == [p["id"] for p in parses]
+        assert summary["stages"][model]["steps"] > 0
+    assert summary["stages"]["ours"]["phase_steps"] == [3, 2]  # the smoke profile's caps
+    assert 0 <= summary["stages"]["train_evaluator"]["oracle_acc_eq"] <= 1
+
+    monkeypatch.setattr(sys, "argv", ["bench", "score", str(out), "--params", str(params), "--data", str(data),
+                                      "--evaluator", str(models / "mwp2eq")])
+    bench.main()
+    scores = json.loads((out / "scores.json").read_text())
+    assert set(scores["scores"]) == {"gpt_pre", "ours"}
+    assert scores["ours_minus_gpt_pre"]["n"] == n_test
+    for s in scores["scores"].values():
+        # the same evaluator on both sides here, so the two ACC-eq columns must agree
+        assert s["acc_eq"] == s["acc_eq_gpu_evaluator"]
+    tables = (out / "tables.md").read_text()
+    assert "| gpt_pre |" in tables and "| ours |" in tables and "ours − GPT-pre" in tables
