@@ -205,8 +205,8 @@ def train(args) -> None:
         steps = result["history"]
         phase_s = {p: round(sum(h["step_s"] for h in steps if h["phase"] == p), 1) for p in (1, 2)}
         record_generations("ours", generated, contexts, gen_start,
-                           {"steps": sum(result["steps"]), "val": result["val"]}, train_s=round(train_s, 1),
-                           phase_steps=list(result["steps"]), phase_step_s_total=phase_s,
+                           {"steps": sum(result["steps_run"]), "val": result["val"]}, train_s=round(train_s, 1),
+                           phase_steps=list(result["steps_run"]), scheduled_steps=list(result["steps"]), phase_step_s_total=phase_s,
                            best_steps=result["best_steps"])
 
 

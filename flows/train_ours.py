@@ -50,8 +50,8 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
         for v in result["val"]:
             run.metrics({"val_loss": v["val_loss"]}, step=v["step"])
         history = result["history"]
-        s1, s2 = result["steps"]
-        metrics = {"steps": s1 + s2, "phase1_steps": s1, "phase2_steps": s2, "n_train": len(data.train),
+        s1, s2 = result["steps_run"]  # fewer than scheduled where a phase stopped early
+        metrics = {"steps": s1 + s2, "phase1_steps": s1, "phase2_steps": s2, "scheduled_steps": list(result["steps"]), "n_train": len(data.train),
                    "wall_s": round(result["wall_time_s"], 1), "resumed_from": result["resumed_from"],
                    "device": result["device"], "n_validation": len(data.validation),
                    "best_steps": {f"phase{k}": v for k, v in result["best_steps"].items()},

@@ -182,6 +182,7 @@ def test_each_phase_ends_with_its_best_validation_weights_and_can_stop_early(tin
     s1, s2 = out["steps"]
     phase1 = [v for v in out["val"] if v["phase"] == 1]
     assert len(phase1) < s1 and any(h.get("stopped_phase") == 1 for h in out["history"])  # stopped early
+    assert out["steps_run"][0] == phase1[-1]["step"] < s1 and out["steps_run"][1] == s2
     assert out["best_steps"][1] == min(phase1, key=lambda v: v["val_loss"])["step"]
     phase2 = [v for v in out["val"] if v["phase"] == 2]
     best2 = min(v["val_loss"] for v in phase2)

@@ -122,7 +122,8 @@ def train_joint(
     keywords) is measured every `schedule.eval_every` steps and at each phase's end; each phase ends with its
     best weights, and stops early after `schedule.patience` measurements without a new best.
     Returns {"history": per-step loss dicts, "val": [{step, phase, val_loss}], "best_steps": {phase: step},
-    "steps": (S1, S2), "wall_time_s", "resumed_from"}."""
+    "steps": (S1, S2) scheduled, "steps_run": the steps each phase ran (fewer after an early stop), "wall_time_s",
+    "resumed_from"}."""
     get = examples if callable(examples) else (lambda _p, _e: examples)
     n = len(get(1, 0))
     s1, s2 = schedule.phase_steps(n)
@@ -189,8 +190,9 @@ def train_joint(
             on_step(step)
     for m in _modules(models).values():
         m.eval()
+    steps_run = tuple(sum(h["phase"] == p for h in history) for p in (1, 2))
     return {"history": history, "val": best["val"], "best_steps": best["best_steps"], "steps": (s1, s2),
-            "wall_time_s": time.perf_counter() - t0, "resumed_from": resumed_from}
+            "steps_run": steps_run, "wall_time_s": time.perf_counter() - t0, "resumed_from": resumed_from}
 
 
 def _no_best(previous: dict | None = None) -> dict:
