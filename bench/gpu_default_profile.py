@@ -58,10 +58,6 @@ class Summary:
         self.path, self.data = path, dict(fields)
         self.write()
 
-    def update(self, **fields) -> None:
-        self.data.update(fields)
-        self.write()
-
     def write(self) -> None:
         write_json(self.path, self.data)
 

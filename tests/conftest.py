@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import os
 import shutil
 import socket
@@ -17,6 +19,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
+
+
+def load_bench(name: str):
+    """bench/<name>.py as a module (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def copy_project(dest: Path) -> None:

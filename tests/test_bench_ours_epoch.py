@@ -4,24 +4,16 @@ per-phase timings and writes a generations table in the format bench/score_gener
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import load_bench
 from mwpgen.io import write_json, write_jsonl
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
 from mwpgen.data.splits import seeded_folds
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("bench_ours_epoch", ROOT / "bench" / "bench_ours_epoch.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +36,7 @@ def test_both_phases_are_timed_and_the_test_fold_generated(tiny_data, tmp_path, 
     monkeypatch.setattr(sys, "argv", ["bench", "--data", str(root / "data"), "--model", str(model), "--max-steps", "3",
                                       "--device", "cpu", "--selector", "residual", "--selector-lr", "1e-2",
                                       "--out", str(out)])
-    _load_bench().main()
+    load_bench("bench_ours_epoch").main()
     summary = json.loads((out / "summary.json").read_text())
     for phase in ("phase1", "phase2"):
         assert summary[phase]["steps"] == 3 and summary[phase]["min_per_epoch"] > 0

@@ -4,26 +4,18 @@ sizes: `train` trains the evaluator, GPT-pre and ours, writes their test generat
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_bench
 from mwpgen.config import apply_profile
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import read_generations, read_jsonl, write_json, write_jsonl
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
 from tiny_model import tiny_model_dir
-
-
-def _load_bench():
-    spec = importlib.util.spec_from_file_location("gpu_default_profile", ROOT / "bench" / "gpu_default_profile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +47,7 @@ def setup(tmp_path_factory):
 def test_train_then_score(setup, tmp_path, monkeypatch):
     root, params, data = setup
     out, models = tmp_path / "out", tmp_path / "models"
-    bench = _load_bench()
+    bench = load_bench("gpu_default_profile")
     monkeypatch.setattr(sys, "argv", ["bench", "train", "--params", str(params), "--data", str(data), "--out", str(out),
                                       "--models", str(models)])
     bench.main()

@@ -239,13 +239,11 @@ def test_shipped_params_enable_validation():
 
 def test_bench_precision_smoke(tmp_path, monkeypatch):
     """bench/bench_precision.py on the tiny model: both arms timed, both curves trained, the agreement reported."""
-    import importlib.util
     import json
 
-    root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("bench_precision", root / "bench" / "bench_precision.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from conftest import load_bench
+
+    bench = load_bench("bench_precision")
     out = tmp_path / "precision.json"
     monkeypatch.setattr("sys.argv", ["bench_precision.py", "--model", "tiny", "--steps", "1", "--seq", "16",
                                      "--matmul-n", "128", "--curve-steps", "3", "--curve-val", "4", "--out", str(out)])
