@@ -22,6 +22,7 @@ import csv
 import json
 import math
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -80,6 +81,9 @@ def run(args: argparse.Namespace) -> dict:
             (problem,) = service.answer(request, i)
             chosen.append(problem.masked_text)
             verified.append(problem.verified)
+            if (i + 1) % 10 == 0 or i + 1 == len(test):
+                print(f"K={k}: {i + 1}/{len(test)} problems, {time.perf_counter() - start:.0f} s", file=sys.stderr,
+                      flush=True)
         seconds = time.perf_counter() - start
         parsed = predict_equations(evaluator, evaluator_tokenizer, chosen, device=device)
         checked = [v for v in verified if v is not None]
