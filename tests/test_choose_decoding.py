@@ -1,0 +1,20 @@
+"""bench/choose_decoding.py: the rule that picks the evaluator's parse among its beams."""
+
+from conftest import load_bench
+
+choose_decoding = load_bench("choose_decoding")
+
+
+def test_first_valid_skips_malformed_beams_and_beams_with_numbers_the_problem_lacks():
+    problem = "Tom has num1 apples and eats num2 . How many are left ?"
+    beams = ["x = num1 -", "x = num1 - num3", "x = num2 + num1", "x = num1 - num2"]
+    assert choose_decoding.first_valid(beams, problem) == "x = num2 + num1"
+
+
+def test_first_valid_falls_back_to_the_most_likely_beam_when_none_is_valid():
+    assert choose_decoding.first_valid(["x = num4 * num5", "x = ( num1"], "Ann has num1 pens .") == "x = num4 * num5"
+
+
+def test_first_valid_keeps_the_most_likely_beam_when_it_is_valid():
+    assert choose_decoding.first_valid(["x = num1 * num2", "x = num1 + num2"], "num1 boxes of num2 pens") == \
+        "x = num1 * num2"
