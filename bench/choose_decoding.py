@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import sys
 import time
 from pathlib import Path
@@ -30,40 +29,32 @@ from pathlib import Path
 import torch
 
 from mwpgen import registry
-from mwpgen.config import load_params
-from mwpgen.data.equations import EquationError, normalize_equation
+from mwpgen.config import Params, load_params
+from mwpgen.data.equations import EquationError, is_num_token, normalize_equation
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, acc_eq, score_generations
 from mwpgen.io import read_jsonl, write_generations
-from mwpgen.lm.decoding import _generation_config, _left_pad, generate_texts, predict_equations
+from mwpgen.lm.decoding import _generation_config, _left_pad, predict_equations
 from mwpgen.lm.loading import load_trained
 from mwpgen.lm.prompts import encode_prompt, generator_prompt, mwp2eq_prompt
-from mwpgen.ours.bundle import bundle_settings, generate_with_context, load_bundle
+from mwpgen.ours.bundle import bundle_settings
 from mwpgen.ours.steps import JointExample
 from mwpgen.paths import FoldPaths
 from mwpgen.runtime import resolve_device
+from tasks import models, ours
 
 ROOT = Path(__file__).resolve().parent.parent
-NUM = re.compile(r"\bnum\d+\b")
 
 
-def generate(model: str, paths: FoldPaths, records: list[dict], keywords: dict, g, decoding: str, seed: int,
-             device: str) -> list[str]:
-    """One problem per record, as flows/generate.py writes them, with `decoding` in place of generate.decoding."""
-    options = dict(batch_size=g.batch_size, decoding=decoding, num_beams=g.num_beams, top_p=g.top_p,
-                   temperature=g.temperature, max_new_tokens=g.max_new_tokens, seed=seed)
+def generate(params: Params, model: str, paths: FoldPaths, records: list[dict], keywords: dict) -> list[str]:
+    """One problem per record, by the calls flows/generate.py makes (the tasks' functions, without Prefect runs)."""
     if registry.spec(model).decoder == "ours":
-        generator, tokenizer, selector, settings = load_bundle(paths.model_dir, device)
-        context = settings["context"]
-        examples = [JointExample(r["equation"], r["text"],
-                                 tuple(keywords[context].get(r["id"], ())) if context != "selector" else ())
-                    for r in records]
-        texts, _ = generate_with_context(generator, tokenizer, selector, examples, threshold=settings["threshold"],
-                                         max_problem_tokens=settings["max_problem_tokens"], **options)
-        return texts
-    model_, tokenizer = load_trained(paths.model_dir, device)
+        context = bundle_settings(paths.model_dir)["context"]
+        picked = keywords[context] if context != "selector" else {}
+        examples = [JointExample(r["equation"], r["text"], tuple(picked.get(r["id"], ()))) for r in records]
+        return ours.generate.fn(params, paths.model_dir, examples)[0]
     prompts = [generator_prompt(r["equation"], keywords["baseline"][r["id"]]) for r in records]
-    return generate_texts(model_, tokenizer, prompts, device=device, **options)
+    return models.generate.fn(params, paths.model_dir, prompts)
 
 
 @torch.no_grad()
@@ -84,16 +75,20 @@ def parse_beams(model, tokenizer, problems: list[str], num_beams: int, batch_siz
     return out
 
 
+def num_tokens(symbols: list[str]) -> set[str]:
+    return {s for s in symbols if is_num_token(s)}
+
+
 def first_valid(beams: list[str], problem: str) -> str:
     """The most likely beam that is a well-formed equation whose `num` tokens all occur in the problem (else the
     most likely beam)."""
-    present = set(NUM.findall(problem))
+    present = num_tokens(problem.split())
     for beam in beams:
         try:
-            normalize_equation(beam)
+            symbols = normalize_equation(beam)
         except EquationError:
             continue
-        if set(NUM.findall(beam)) <= present:
+        if num_tokens(symbols) <= present:
             return beam
     return beams[0]
 
@@ -137,8 +132,9 @@ def run(args: argparse.Namespace) -> dict:
         for model in args.models:
             paths = FoldPaths(ROOT, model, args.dataset, args.fold)
             for decoding in args.decodings:
+                decoded_as = params.model_copy(update={"generate": g.model_copy(update={"decoding": decoding})})
                 start = time.perf_counter()
-                texts = generate(model, paths, validation, keywords, g, decoding, exp.seed, device)
+                texts = generate(decoded_as, model, paths, validation, keywords)
                 seconds = time.perf_counter() - start
                 parsed = predict_equations(evaluator, evaluator_tokenizer, texts, batch_size=g.batch_size,
                                            device=device)
@@ -162,8 +158,8 @@ def run(args: argparse.Namespace) -> dict:
 
 def markdown(result: dict) -> str:
     f3 = "{:.3f}".format
-    lines = [f"Decoding on {result['dataset']} fold {result['fold']}, the default run's trained models "
-             f"({result['device']}, {result['torch_threads']} threads).", "",
+    lines = [(f"Decoding on {result['dataset']} fold {result['fold']}, the default run's trained models "
+              f"({result['device']}, {result['torch_threads']} threads)."), "",
              "Generators on the validation slice (ACC-eq by the fold's independent evaluator, greedy parse):", "",
              "| model | decoding | n | BLEU-4 | METEOR | ROUGE-L | ACC-eq | ACC-eq equivalent | s / problem |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
