@@ -46,15 +46,18 @@ from tasks import models, ours
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def generate(params: Params, model: str, paths: FoldPaths, records: list[dict], keywords: dict) -> list[str]:
-    """One problem per record, by the calls flows/generate.py makes (the tasks' functions, without Prefect runs)."""
+def generate(params: Params, model: str, paths: FoldPaths, records: list[dict], keywords: dict
+             ) -> tuple[list[str], list[list[str]]]:
+    """One problem per record and the context words it was written from, by the calls flows/generate.py makes (the
+    tasks' functions, without Prefect runs)."""
     if registry.spec(model).decoder == "ours":
         context = bundle_settings(paths.model_dir)["context"]
         picked = keywords[context] if context != "selector" else {}
         examples = [JointExample(r["equation"], r["text"], tuple(picked.get(r["id"], ()))) for r in records]
-        return ours.generate.fn(params, paths.model_dir, examples)[0]
-    prompts = [generator_prompt(r["equation"], keywords["baseline"][r["id"]]) for r in records]
-    return models.generate.fn(params, paths.model_dir, prompts)
+        return ours.generate.fn(params, paths.model_dir, examples)
+    contexts = [list(keywords["baseline"][r["id"]]) for r in records]
+    prompts = [generator_prompt(r["equation"], c) for r, c in zip(records, contexts)]
+    return models.generate.fn(params, paths.model_dir, prompts), contexts
 
 
 @torch.no_grad()
@@ -134,12 +137,12 @@ def run(args: argparse.Namespace) -> dict:
             for decoding in args.decodings:
                 decoded_as = params.model_copy(update={"generate": g.model_copy(update={"decoding": decoding})})
                 start = time.perf_counter()
-                texts = generate(decoded_as, model, paths, validation, keywords)
+                texts, contexts = generate(decoded_as, model, paths, validation, keywords)
                 seconds = time.perf_counter() - start
                 parsed = predict_equations(evaluator, evaluator_tokenizer, texts, batch_size=g.batch_size,
                                            device=device)
-                rows = [{"fold": args.fold, "id": r["id"], "equation": r["equation"], "context": "",
-                         "reference": r["text"], "generated": t} for r, t in zip(validation, texts)]
+                rows = [{"fold": args.fold, "id": r["id"], "equation": r["equation"], "context": " ".join(c),
+                         "reference": r["text"], "generated": t} for r, t, c in zip(validation, texts, contexts)]
                 scores, _ = score_generations(rows, parsed, train_texts, scorer)
                 write_generations(args.out / f"generations_{model}_{decoding}.csv", rows)
                 generator_rows.append({"model": model, "decoding": decoding if decoding != "beam"

@@ -18,3 +18,23 @@ def test_first_valid_falls_back_to_the_most_likely_beam_when_none_is_valid():
 def test_first_valid_keeps_the_most_likely_beam_when_it_is_valid():
     assert choose_decoding.first_valid(["x = num1 * num2", "x = num1 + num2"], "num1 boxes of num2 pens") == \
         "x = num1 * num2"
+
+
+def test_generate_returns_the_keywords_each_baseline_problem_was_written_from(monkeypatch):
+    seen = []
+
+    class FakeGenerate:
+        @staticmethod
+        def fn(params, model_dir, prompts):
+            seen.extend(prompts)
+            return [f"problem {i}" for i in range(len(prompts))]
+
+    monkeypatch.setattr(choose_decoding.models, "generate", FakeGenerate)
+    records = [{"id": "a", "equation": "x = num1 + num2", "text": "t"},
+               {"id": "b", "equation": "x = num1 - num2", "text": "t"}]
+    keywords = {"baseline": {"a": ["apples", "Tom"], "b": []}}
+    paths = type("Paths", (), {"model_dir": None})()
+    texts, contexts = choose_decoding.generate(None, "gpt_pre", paths, records, keywords)
+    assert texts == ["problem 0", "problem 1"]
+    assert contexts == [["apples", "Tom"], []]
+    assert "apples Tom" in seen[0] and "x = num1 - num2" in seen[1]
