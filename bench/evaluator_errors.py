@@ -22,16 +22,16 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from mwpgen.data.equations import EquationError, canonical_equation, equivalent, is_num_token, normalize_equation
+from mwpgen.data.equations import OPERATORS, EquationError, equivalent, is_num_token, normalize_equation
+from mwpgen.evaluation.metrics import equation_symbols
 from mwpgen.io import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("correct", "equivalent", "malformed", "other numbers", "other operators", "operand order")
-OPERATORS = ("+", "-", "*", "/", "^")
 
 
 def kind_of(parsed: str, reference: str) -> str:
-    if canonical_equation(parsed) == canonical_equation(reference):
+    if equation_symbols(parsed) == equation_symbols(reference):  # the exact ACC-eq's rule
         return "correct"
     if equivalent(parsed, reference):
         return "equivalent"
