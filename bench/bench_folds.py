@@ -2,7 +2,7 @@
 
 The scenario of tests/test_folds.py (tests/fold_scenario.py: a tiny model, synthetic Arithmetic folds 0 and 1, a
 local-folder DVC remote, a process work pool), built from scratch for each worker count with its own Prefect
-server, so neither run reuses the other's outputs; `python -m flows.folds --concurrency 2` is timed from submission
+server, so neither run reuses the other's outputs; `python -m orchestration.fan_out --concurrency 2` is timed from submission
 to the report.
 
     PYTHONPATH=. python bench/bench_folds.py --out docs/bench_folds.json

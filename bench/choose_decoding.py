@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from mwpgen import registry
-from mwpgen.config import Params, load_params
+from mwpgen.config.schema import Params, load_params
 from mwpgen.data.equations import EquationError, is_num_token, normalize_equation
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, acc_eq, score_generations
@@ -46,7 +46,7 @@ from tasks import models, ours
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def generate(params: Params, model: str, paths: FoldPaths, records: list[dict], keywords: dict
+def generate_with(params: Params, model: str, paths: FoldPaths, records: list[dict], keywords: dict
              ) -> tuple[list[str], list[list[str]]]:
     """One problem per record and the context words it was written from, by the calls flows/generate.py makes (the
     tasks' functions, without Prefect runs)."""
@@ -54,10 +54,10 @@ def generate(params: Params, model: str, paths: FoldPaths, records: list[dict], 
         context = bundle_settings(paths.model_dir)["context"]
         picked = keywords[context] if context != "selector" else {}
         examples = [JointExample(r["equation"], r["text"], tuple(picked.get(r["id"], ()))) for r in records]
-        return ours.generate.fn(params, paths.model_dir, examples)
+        return ours.generate_ours.fn(params, paths.model_dir, examples)
     contexts = [list(keywords["baseline"][r["id"]]) for r in records]
     prompts = [generator_prompt(r["equation"], c) for r, c in zip(records, contexts)]
-    return models.generate.fn(params, paths.model_dir, prompts), contexts
+    return models.generate_lm.fn(params, paths.model_dir, prompts), contexts
 
 
 @torch.no_grad()
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> dict:
             for decoding in args.decodings:
                 decoded_as = params.model_copy(update={"generate": g.model_copy(update={"decoding": decoding})})
                 start = time.perf_counter()
-                texts, contexts = generate(decoded_as, model, paths, validation, keywords)
+                texts, contexts = generate_with(decoded_as, model, paths, validation, keywords)
                 seconds = time.perf_counter() - start
                 parsed = predict_equations(evaluator, evaluator_tokenizer, texts, batch_size=g.batch_size,
                                            device=device)

@@ -22,14 +22,13 @@ statistics (Table 5's), into scores.json and tables.md in the same folder.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import platform
 import sys
 import time
 from pathlib import Path
 
-from mwpgen.config import load_params
+from mwpgen.config.schema import load_params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import read_generations, read_jsonl, write_generations, write_json, write_jsonl
 
@@ -71,7 +70,7 @@ def train(args) -> None:
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import generator_epochs, generator_example, generator_prompt, mwp2eq_examples
     from mwpgen.lm.training import train_causal_lm
-    from mwpgen.ours.build import train_ours
+    from mwpgen.ours.build import train_and_save
     from mwpgen.ours.bundle import generate_with_context, load_bundle
     from mwpgen.ours.steps import JointExample, epoch_examples
     from mwpgen.runtime import resolve_device
@@ -183,7 +182,7 @@ def train(args) -> None:
         context_kw = ({i: r[cfg.context] for i, r in keywords.items()} if cfg.context != "selector" else None)
         validation = [JointExample(r["equation"], r["text"], tuple(context_kw[r["id"]]) if context_kw else ())
                       for r in data.validation]
-        result = train_ours(cfg, epoch_examples(data.train, context_kw, params.keywords.dropout, exp.seed),
+        result = train_and_save(cfg, epoch_examples(data.train, context_kw, params.keywords.dropout, exp.seed),
                             model_id=params.train.model, device=device, seed=exp.seed,
                             mixed_precision=params.train.mixed_precision, log_every=params.train.log_every,
                             bundle_dir=models / "ours", resume_dir=models / "ours-state", evaluator_dir=evaluator_dir,

@@ -1,1 +1,2 @@
-"""Prefect flows: one per DVC stage (`python -m flows.<stage>`), plus `flows.pipeline` that runs them all."""
+"""Prefect flows: one per DVC stage (`python -m flows.<stage>`), with `common.py` what every stage does first;
+plus two flows that are not stages: the selector sweep and data-parallel training. `orchestration/` runs them."""

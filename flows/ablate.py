@@ -1,7 +1,7 @@
 """Stage `ablate`: one Table 4 variant of ours on one (dataset, fold) — train, generate, evaluate — with the
 same flows as the full model, as model `ours-<variant>` (mwpgen/ours/ablation.py says what each variant switches).
 
-All variants: python -m flows.pipeline --profile ablation   (profiles/ablation.yaml; the report adds Table 4)
+All variants: python -m orchestration.pipeline --profile ablation   (profiles/ablation.yaml; the report adds Table 4)
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from flows.common import params_or_exit, run_stage, stage_args
 from flows.evaluate import evaluate
 from flows.generate import generate
 from flows.train_ours import train_ours
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.registry import ABLATION_VARIANTS, ablation_model
 
 

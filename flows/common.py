@@ -11,11 +11,11 @@ import traceback
 from pathlib import Path
 from typing import Callable, Sequence
 
-from mwpgen.config import DATASETS, Params, ParamsError, load_params
+from mwpgen.config.files import ParamsError
+from mwpgen.config.schema import DATASETS, Params, load_params
 from mwpgen.io import atomic_write_text, read_jsonl, write_json
-from mwpgen.paths import FoldPaths
+from mwpgen.paths import PROJECT_ROOT, FoldPaths
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA = PROJECT_ROOT / "data"
 
 

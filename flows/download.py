@@ -5,12 +5,12 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
-from mwpgen.config import DownloadParams
+from mwpgen.config.schema import DownloadParams
 from mwpgen.data.fetch import resolve_mirror
 from mwpgen.io import write_json
 from mwpgen.data.sources import sources_for
 from tasks.download import fetch_source
-from tasks.tracking import stage_run
+from tracking.runs import stage_run
 
 RAW = PROJECT_ROOT / "data" / "raw"
 MANIFEST = PROJECT_ROOT / "metrics" / "download.json"

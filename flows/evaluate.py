@@ -16,13 +16,13 @@ from prefect import flow, get_run_logger
 
 from flows.common import DATA, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, score_generations
 from mwpgen.io import read_generations, write_json, write_jsonl
 from mwpgen.seq2seq.baseline import read_not_run
 from tasks.models import predict_equations
-from tasks.tracking import fold_run
+from tracking.runs import fold_run
 
 
 @flow(name="evaluate")

@@ -15,7 +15,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
 from mwpgen.lm.prompts import generator_prompt
@@ -24,7 +24,7 @@ from mwpgen.ours.steps import JointExample
 from mwpgen.paths import FoldPaths
 from mwpgen.seq2seq.baseline import read_not_run
 from tasks import models, ours, seq2seq
-from tasks.tracking import fold_run
+from tracking.runs import fold_run
 
 
 def _generate_ours(params: Params, paths: FoldPaths, test) -> tuple[list[str], list[list[str]]]:
@@ -32,7 +32,7 @@ def _generate_ours(params: Params, paths: FoldPaths, test) -> tuple[list[str], l
     context = bundle_settings(paths.model_dir)["context"]
     keywords = fold_keywords(paths, context, "test") if context != "selector" else {}
     examples = [JointExample(r["equation"], r["text"], tuple(keywords.get(r["id"], ()))) for r in test]
-    return ours.generate(params, paths.model_dir, examples)
+    return ours.generate_ours(params, paths.model_dir, examples)
 
 
 def _generate_baseline(params: Params, spec: registry.ModelSpec, paths: FoldPaths, test, log):
@@ -47,7 +47,7 @@ def _generate_baseline(params: Params, spec: registry.ModelSpec, paths: FoldPath
             return [], contexts
         return seq2seq.generate_seq2seq(params, paths.model_dir, equations, contexts), contexts
     prompts = [generator_prompt(e, c) for e, c in zip(equations, contexts)]
-    return models.generate(params, paths.model_dir, prompts), contexts
+    return models.generate_lm(params, paths.model_dir, prompts), contexts
 
 
 @flow(name="generate")

@@ -9,11 +9,11 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
-from mwpgen.config import DATASETS, PreprocessParams
+from mwpgen.config.schema import DATASETS, PreprocessParams
 from mwpgen.data.raw import read_arithmetic, read_mawps, read_translated_math23k
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.data.preprocess import PAPER_TABLE1, dataset_stats, preprocess_problems
-from tasks.tracking import stage_run
+from tracking.runs import stage_run
 
 RAW = PROJECT_ROOT / "data" / "raw"
 PROCESSED = PROJECT_ROOT / "data" / "processed"

@@ -1,5 +1,5 @@
 """Stage `register`: the trained ours of each (dataset, fold) the default run trains, logged as an MLflow pyfunc model
-(generator, selector settings, co-trained mwp2eq, signature, input example; tasks/pyfunc_model.py) beside the run
+(generator, selector settings, co-trained mwp2eq, signature, input example; tracking/pyfunc_model.py) beside the run
 that trained it, and registered as `mwpgen-ours` with the alias `<dataset>-fold<k>`.
 
 Serve it with `mlflow models serve -m models:/mwpgen-ours/<version> --env-manager local` (or `@arithmetic-fold0`);
@@ -13,10 +13,10 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.io import write_json
-from tasks.pyfunc_model import log_ours_model, training_run_id
-from tasks.tracking import fold_run
+from tracking.pyfunc_model import log_ours_model, training_run_id
+from tracking.runs import fold_run
 
 MODEL = "ours"
 METRICS = PROJECT_ROOT / "metrics" / "register.json"

@@ -14,12 +14,12 @@ from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.evaluation.report import (BASELINE, REFERENCE_METRICS, SMOKE_BANNER, deltas_vs_gpt_pre, selection_summary, summary,
                                       table2, table3, table4, table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
-from tasks.tracking import stage_run
+from tracking.runs import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
 

@@ -7,11 +7,11 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
-from mwpgen.config import DATASETS, SplitParams
+from mwpgen.config.schema import DATASETS, SplitParams
 from mwpgen.data.raw import read_arithmetic_folds
 from mwpgen.io import read_jsonl, write_json
 from mwpgen.data.splits import given_folds, seeded_folds, write_splits
-from tasks.tracking import stage_run
+from tracking.runs import stage_run
 
 PROCESSED = PROJECT_ROOT / "data" / "processed"
 SPLITS = PROJECT_ROOT / "data" / "splits"

@@ -16,7 +16,7 @@ import json
 from prefect import flow, get_run_logger
 
 from flows.common import DATA, PROJECT_ROOT, params_or_exit, run_stage
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import atomic_write_text, write_json
 from mwpgen.ours.build import build_models, joint_config
@@ -24,7 +24,7 @@ from mwpgen.ours.selection import context_lm_loss, selection_stats
 from mwpgen.ours.steps import JointExample
 from mwpgen.ours.training import Schedule, train_joint
 from mwpgen.runtime import resolve_device
-from tasks.tracking import stage_run
+from tracking.runs import stage_run
 
 # (selector form, selector learning rate (0 = the generator's), beta, rho): the paper's Eq. 5 first.
 GRID = [("eq5", 0.0, 1.0, 0.1), ("eq5", 1e-2, 1.0, 0.1), ("residual", 1e-2, 1.0, 0.1),

@@ -24,7 +24,7 @@ from prefect import flow, get_run_logger
 from flows.common import (DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit,
                           record_training, run_stage, stage_args)
 from mwpgen import registry
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.data.equations import equivalent
 from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_equation
@@ -32,7 +32,7 @@ from mwpgen.io import write_jsonl
 from mwpgen.lm import decoding
 from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples
 from tasks.models import fine_tune, predict_equations
-from tasks.tracking import fold_run
+from tracking.runs import fold_run
 
 
 @flow(name="train")

@@ -20,7 +20,7 @@ import tasks.models
 from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, run_stage, stage_args
 from flows.train import train, validation_parse_accuracy
 from mwpgen import registry
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.distributed import train_causal_lm_distributed
 from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples

@@ -14,13 +14,13 @@ from prefect import flow, get_run_logger
 
 from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args
 from mwpgen import registry
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.ours.ablation import variant_params
 from mwpgen.ours.steps import JointExample, epoch_examples
 from mwpgen.ours.training import LOSS_KEYS, phase_summary
 from tasks import ours
-from tasks.tracking import fold_run
+from tracking.runs import fold_run
 
 CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq", "val_loss")
 

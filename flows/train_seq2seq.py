@@ -18,12 +18,12 @@ from prefect import flow, get_run_logger
 from flows.common import (DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit,
                           record_training, run_stage, stage_args)
 from mwpgen import registry
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import atomic_write_text, write_json
 from mwpgen.seq2seq.baseline import NOT_RUN_FILE, write_not_run
 from tasks.seq2seq import train_seq2seq_baseline
-from tasks.tracking import fold_run
+from tracking.runs import fold_run
 
 
 @flow(name="train_seq2seq")

@@ -14,12 +14,12 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
-from mwpgen.config import TranslateParams
+from mwpgen.config.schema import TranslateParams
 from mwpgen.data.raw import read_math23k, read_math23k_reference
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.data.translate import (DeepTranslatorBackend, TranslationCache, TranslationIncomplete, seed_from_reference,
                               translate_all)
-from tasks.tracking import stage_run
+from tracking.runs import stage_run
 
 RAW = PROJECT_ROOT / "data" / "raw"
 CACHE = PROJECT_ROOT / "data" / "cache" / "translations.jsonl"

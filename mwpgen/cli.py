@@ -31,10 +31,10 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
+from mwpgen.paths import PROJECT_ROOT
 from mwpgen.request import DECODINGS, NUMBER_MODES, RequestError, parse_request, read_request_file
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-MLFLOW_MODEL_NAME = "mwpgen-ours"  # the registered name and the logged model's name (tasks/pyfunc_model.py)
+MLFLOW_MODEL_NAME = "mwpgen-ours"  # the registered name and the logged model's name (tracking/pyfunc_model.py)
 DEBUG_ENV = "MWPGEN_DEBUG"
 EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -130,7 +130,8 @@ def read_requests(args: argparse.Namespace) -> list:
 
 def default_model() -> Path:
     """The default run's trained ours: models/ours/<experiment.datasets[0]>/fold<experiment.folds[0]>."""
-    from mwpgen.config import ParamsError, load_params
+    from mwpgen.config.files import ParamsError
+    from mwpgen.config.schema import load_params
     from mwpgen.paths import FoldPaths
 
     dataset, fold = "arithmetic", 0
@@ -223,7 +224,7 @@ def format_json(problems: Sequence) -> str:
 
 # ---------------------------------------------------------------------------------------------- main
 
-def generate(args: argparse.Namespace) -> int:
+def generate_command(args: argparse.Namespace) -> int:
     requests = read_requests(args)
     model = resolve_model(args.model)
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -257,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = os.environ.get(DEBUG_ENV) == "1"
     try:
         args = build_parser().parse_args(argv)
-        return generate(args)
+        return generate_command(args)
     except CliError as e:
         message, code = str(e), e.code
     except RequestError as e:

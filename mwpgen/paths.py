@@ -10,6 +10,9 @@ from pathlib import Path
 
 from mwpgen.registry import EVALUATOR
 
+# The checkout this library runs from (an editable install: the folder above mwpgen/): params.yaml, dvc.yaml, data/.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
 
 @dataclass(frozen=True)
 class FoldPaths:

@@ -23,7 +23,7 @@ class ModelSpec:
     name: str
     family: Family
     display: str  # how the tables name it
-    paper_key: str | None  # its row in mwpgen.evaluation.paper (None: not a row of the paper's tables)
+    paper_key: str | None  # its row in mwpgen.paper (None: not a row of the paper's tables)
     pretrained: bool = True  # starts from params.train.model's pre-trained weights (GPT: same shape, random init)
     glove: bool = False  # seq2seq word embeddings initialised from GloVe
     preset: str | None = None  # seq2seq architecture preset (mwpgen/seq2seq/train.py)

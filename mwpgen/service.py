@@ -1,5 +1,5 @@
 """A trained ours answering generation requests (mwpgen.request): the one code path behind `mwpgen generate`, the
-MLflow model (tasks/pyfunc_model.py) and bench/verify_k.py.
+MLflow model (tracking/pyfunc_model.py) and bench/verify_k.py.
 
 For a request it
 1. builds the generator's prompt exactly as training did (mwpgen.ours.steps.encode_joint): the equation, then the
@@ -55,7 +55,7 @@ class Problem:
 
 def bundle_folder(path: str | Path) -> Path:
     """The bundle inside `path`: a bundle itself (ours.json) or an MLflow model folder (MLmodel) holding one as its
-    pyfunc artifact `bundle` (tasks/pyfunc_model.py)."""
+    pyfunc artifact `bundle` (tracking/pyfunc_model.py)."""
     path = Path(path)
     if (path / "ours.json").exists():
         return path

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mwpgen.config import load_params  # noqa: E402
+from mwpgen.config.schema import load_params  # noqa: E402
 from mwpgen.io import read_jsonl  # noqa: E402
 from mwpgen.paths import FoldPaths  # noqa: E402
 

@@ -26,9 +26,9 @@ prefect --no-prompt deploy --name mwpgen-fold 2>&1 | grep -v "^\s*$" | tail -6
 for w in worker1 worker2; do
   (cd $R/$w && unset PREFECT_HOME MWPGEN_HOME && setsid bash scripts/run.sh prefect worker start --pool mwpgen-local --limit 1 > $R/$w.log 2>&1 &)
 done
-echo '$ bash scripts/run.sh python -m flows.folds --concurrency 4'
+echo '$ bash scripts/run.sh python -m orchestration.fan_out --concurrency 4'
 start=$(date +%s)
-if bash scripts/run.sh python -m flows.folds --concurrency 4 > $R/folds.log 2>&1; then rc=0; else rc=$?; fi
+if bash scripts/run.sh python -m orchestration.fan_out --concurrency 4 > $R/folds.log 2>&1; then rc=0; else rc=$?; fi
 echo "rc=$rc in $(( $(date +%s) - start )) s"
 grep -E "fold [0-9]: done|Running stage|files pushed|files fetched|error" $R/folds.log | cut -c1-160 | head -20
 pkill -f "prefect worker start --pool mwpgen-local" || true

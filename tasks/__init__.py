@@ -1,1 +1,1 @@
-"""Prefect tasks: thin wrappers that call `mwpgen`, log to MLflow, and own retries."""
+"""Prefect tasks: thin wrappers that call `mwpgen` and own retries; the unit a flow retries or observes."""

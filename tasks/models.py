@@ -7,7 +7,7 @@ from pathlib import Path
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from mwpgen.config import LMTrainParams, Params
+from mwpgen.config.schema import LMTrainParams, Params
 from mwpgen.lm import decoding
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
 from mwpgen.lm.training import train_causal_lm
@@ -34,7 +34,7 @@ def fine_tune(params: Params, cfg: LMTrainParams, pretrained: bool, examples, ch
 
 
 @task(cache_policy=NO_CACHE)
-def generate(params: Params, checkpoint_dir: Path, prompts: list[str]) -> list[str]:
+def generate_lm(params: Params, checkpoint_dir: Path, prompts: list[str]) -> list[str]:
     model, tokenizer = load_trained(checkpoint_dir, resolve_device(params.train.device))
     g = params.generate
     return decoding.generate_texts(model, tokenizer, prompts, batch_size=g.batch_size, decoding=g.decoding,

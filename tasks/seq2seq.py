@@ -12,7 +12,7 @@ from typing import Callable, Mapping, Sequence
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from mwpgen.config import Params
+from mwpgen.config.schema import Params
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE
 from mwpgen.paths import FoldPaths
 from mwpgen.seq2seq.baseline import generate_baseline, train_baseline

@@ -74,8 +74,8 @@ class Cluster:
     env: dict
 
     def submit(self, concurrency: int = 2, timeout: int = 900) -> subprocess.CompletedProcess:
-        """`python -m flows.folds` in the parent clone: every fold, then the report."""
-        return run_in(self.parent, self.env, [sys.executable, "-m", "flows.folds", "--concurrency", str(concurrency)],
+        """`python -m orchestration.fan_out` in the parent clone: every fold, then the report."""
+        return run_in(self.parent, self.env, [sys.executable, "-m", "orchestration.fan_out", "--concurrency", str(concurrency)],
                       check=False, timeout=timeout)
 
     def worker_logs(self, tail: int = 3000) -> str:

@@ -1,4 +1,4 @@
-"""The project files a module really runs: its static import closure within mwpgen/, tasks/ and flows/.
+"""The project files a module really runs: its static import closure within mwpgen/, tasks/, flows/, orchestration/ and tracking/.
 
 Static (AST) analysis, so it is fast and sees imports inside functions too; a package's __init__.py counts for
 every module imported from it. Used by tests/test_dvc_deps.py to check each DVC stage's deps.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGES = ("mwpgen", "tasks", "flows")
+PACKAGES = ("mwpgen", "tasks", "flows", "orchestration", "tracking")
 
 
 def module_file(root: Path, module: str) -> Path | None:

@@ -34,7 +34,7 @@ def test_generate_returns_the_keywords_each_baseline_problem_was_written_from(mo
                {"id": "b", "equation": "x = num1 - num2", "text": "t"}]
     keywords = {"baseline": {"a": ["apples", "Tom"], "b": []}}
     paths = type("Paths", (), {"model_dir": None})()
-    texts, contexts = choose_decoding.generate(None, "gpt_pre", paths, records, keywords)
+    texts, contexts = choose_decoding.generate_with(None, "gpt_pre", paths, records, keywords)
     assert texts == ["problem 0", "problem 1"]
     assert contexts == [["apples", "Tom"], []]
     assert "apples Tom" in seen[0] and "x = num1 - num2" in seen[1]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mwpgen.config import Params, ParamsError, load_params, parse_yaml, read_yaml, validate_params
+from mwpgen.config.files import ParamsError, parse_yaml, read_yaml
+from mwpgen.config.schema import Params, load_params, validate_params
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +66,7 @@ def test_schema_defaults_are_the_shipped_default_profile():
 
 
 def test_paper_profile_applies_and_validates(tmp_path):
-    from mwpgen.config import apply_profile
+    from mwpgen.config.profiles import apply_profile
 
     params = tmp_path / "params.yaml"
     params.write_text((ROOT / "params.yaml").read_text())
@@ -152,7 +153,7 @@ def test_infinite_float_in_yaml_is_refused(tmp_path):
 
 
 def test_profile_is_read_as_yaml_1_2_and_checked_for_duplicates(tmp_path):
-    from mwpgen.config import apply_profile
+    from mwpgen.config.profiles import apply_profile
 
     params = tmp_path / "params.yaml"
     params.write_text((ROOT / "params.yaml").read_text())
@@ -166,14 +167,14 @@ def test_profile_is_read_as_yaml_1_2_and_checked_for_duplicates(tmp_path):
 
 
 def test_pipeline_validates_params_before_dvc(tmp_path, monkeypatch, capsys):
-    # `python -m flows.pipeline` must refuse bad params itself (exit status 1, our message) before Prefect or
+    # `python -m orchestration.pipeline` must refuse bad params itself (exit status 1, our message) before Prefect or
     # `dvc repro` start: DVC's matrix would otherwise meet an unknown dataset name first and fail with its own error.
-    import flows.pipeline as pipeline_cli
+    import orchestration.pipeline as pipeline_cli
 
     (tmp_path / "params.yaml").write_text("experiment:\n  datasets: [arithmetic, ../../etc]\n")
     monkeypatch.setattr(pipeline_cli, "PROJECT_ROOT", tmp_path)
     monkeypatch.setattr(pipeline_cli, "pipeline", lambda **kw: pytest.fail("the pipeline flow started"))
-    monkeypatch.setattr("sys.argv", ["flows.pipeline"])
+    monkeypatch.setattr("sys.argv", ["orchestration.pipeline"])
     with pytest.raises(SystemExit) as e:
         pipeline_cli.main()
     assert "experiment.datasets.1: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'" in str(e.value.code)

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 STAGE = """\
 import json, os, sys
-from mwpgen.config import load_params
+from mwpgen.config.schema import load_params
 p = load_params("params.yaml")
 with open(os.environ["RUNS_LOG"], "a") as log:  # outside the repo: proves the stage ran (not a run-cache restore)
     log.write("ran\\n")

@@ -23,7 +23,7 @@ KILLED_FOLD = 1
 
 
 def fold_flow_runs(api_url: str, fold: int) -> list:
-    """The fold runs of `fold` (flows/folds.py tags them; the stage flows they start are not tagged). The server is
+    """The fold runs of `fold` (orchestration/fan_out.py tags them; the stage flows they start are not tagged). The server is
     named explicitly: Prefect's settings were read when an earlier test imported it, before this server existed."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
@@ -129,12 +129,12 @@ def test_a_fresh_clone_pulls_the_results_and_has_nothing_to_reproduce(fanned_out
 
 
 def test_a_fold_that_keeps_failing_is_named_and_the_others_are_kept(tmp_path, monkeypatch):
-    """flows.folds with a fold that fails after its retries: the error names it, the other fold's lock entries and
+    """orchestration.fan_out with a fold that fails after its retries: the error names it, the other fold's lock entries and
     uncached outputs are merged and pulled here, and no report runs (its inputs are incomplete)."""
     import yaml
     from prefect import task
 
-    import flows.folds as folds
+    import orchestration.fan_out as folds
 
     params = yaml.safe_load((Path(folds.PROJECT_ROOT) / "params.yaml").read_text())
     params["experiment"]["folds"] = [0, 1]

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT, load_bench
-from mwpgen.config import apply_profile
+from mwpgen.config.profiles import apply_profile
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import read_generations, read_jsonl, write_json, write_jsonl
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE

@@ -229,7 +229,7 @@ def test_validation_slice_is_seeded_disjoint_and_shared(data_dir):
 
 
 def test_shipped_params_enable_validation():
-    from mwpgen.config import load_params
+    from mwpgen.config.schema import load_params
 
     params = load_params(Path(__file__).resolve().parent.parent / "params.yaml")
     assert params.experiment.validation_size > 0

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from mwpgen.evaluation import paper as paper_results
+from mwpgen import paper as paper_results
 from mwpgen.evaluation.metrics import (
     MAX_HYPOTHESIS_CHARS,
     TextScorer,

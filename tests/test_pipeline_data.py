@@ -36,7 +36,7 @@ def ran_stages(output: str) -> list[str]:
 
 def test_pipeline_builds_the_data_stages(project):
     dest, _ = project
-    proc = run([sys.executable, "-m", "flows.pipeline", *DATA_STAGES], project)
+    proc = run([sys.executable, "-m", "orchestration.pipeline", *DATA_STAGES], project)
     assert ran_stages(proc.stdout + proc.stderr) == DATA_STAGES
     stats = json.loads((dest / "metrics" / "data_stats.json").read_text())
     assert {d: stats[d]["ours"]["mwps"] for d in stats} == {"arithmetic": 1492, "mawps": 2373, "math23k": 23162}

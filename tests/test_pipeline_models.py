@@ -75,8 +75,8 @@ def project(tmp_path_factory, prefect_api):
     params["generate"].update(max_new_tokens=24, batch_size=4)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(dest)
-    # A parent run, as flows.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.
-    parent = run_in(dest, env, ["python", "-c", "from tasks.tracking import client, experiment_id; c = client(); "
+    # A parent run, as orchestration.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.
+    parent = run_in(dest, env, ["python", "-c", "from tracking.runs import client, experiment_id; c = client(); "
                                 "print(c.create_run(experiment_id(c), run_name='pipeline').info.run_id)"]).stdout.split()[-1]
     env["MWPGEN_PARENT_RUN_ID"] = parent
     proc = run_in(dest, env, ["dvc", "repro", "--single-item", *STAGES], timeout=1200)

@@ -26,8 +26,8 @@ REQUEST_S = 60
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     """A scratch MLflow store with a fold run that trained a tiny ours, logged and registered by log_ours_model."""
-    from tasks.pyfunc_model import log_ours_model, training_run_id
-    from tasks.tracking import client, experiment_id
+    from tracking.pyfunc_model import log_ours_model, training_run_id
+    from tracking.runs import client, experiment_id
 
     home = tmp_path_factory.mktemp("mlflow")
     before = os.environ.get("MLFLOW_TRACKING_URI")
@@ -49,7 +49,7 @@ def registry(tmp_path_factory):
 
 
 def test_the_model_is_registered_beside_the_run_that_trained_it(registry):
-    from tasks.tracking import client
+    from tracking.runs import client
 
     info, c = registry["info"], client()
     assert info["model_uri"] == "models:/mwpgen-ours/1" and info["alias_uri"] == "models:/mwpgen-ours@arithmetic-fold0"

@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from mwpgen.seq2seq import (MODEL_PRESETS, TRAIN_PRESETS, Vocab, beam_search, build_model, build_vocabs, generate,
+from mwpgen.seq2seq import (MODEL_PRESETS, TRAIN_PRESETS, Vocab, beam_search, build_model, build_vocabs, decode_problems,
                             greedy_decode, load_checkpoint, noam_lr, sequence_logprob, source_tokens,
                             train_seq2seq, training_epochs)
 from mwpgen.seq2seq.decode import pad_batch
@@ -180,9 +180,9 @@ def test_checkpoint_round_trip_gives_identical_outputs(trained, examples, vocabs
     with torch.no_grad():
         assert torch.equal(model(src, tgt_in), loaded(src, tgt_in))
     sources = [source_tokens(r["equation"], KEYWORDS[r["id"]]) for r in RECORDS]
-    assert generate(loaded, src_vocab, tgt_vocab, sources, beam_size=3, max_len=40) == \
-        generate(model, *vocabs, sources, beam_size=3, max_len=40)
-    texts = generate(loaded, src_vocab, tgt_vocab, sources, max_len=40, batch_size=2)
+    assert decode_problems(loaded, src_vocab, tgt_vocab, sources, beam_size=3, max_len=40) == \
+        decode_problems(model, *vocabs, sources, beam_size=3, max_len=40)
+    texts = decode_problems(loaded, src_vocab, tgt_vocab, sources, max_len=40, batch_size=2)
     assert texts[0] == RECORDS[0]["text"].lower()
     # Saving again over an existing checkpoint replaces it atomically.
     save_checkpoint(ckpt, loaded, src_vocab, tgt_vocab)

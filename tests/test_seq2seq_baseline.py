@@ -16,7 +16,8 @@ from safetensors.torch import load_file
 
 import test_seq2seq as seq2seq_unit
 from mwpgen.seq2seq import glove
-from mwpgen.config import Seq2SeqTrainParams, apply_profile, load_params
+from mwpgen.config.profiles import apply_profile
+from mwpgen.config.schema import Seq2SeqTrainParams, load_params
 from mwpgen.io import DataFormatError
 from mwpgen.seq2seq import MODEL_PRESETS, TRAIN_PRESETS, load_checkpoint, paper_steps
 from mwpgen.seq2seq.baseline import (NOT_RUN_FILE, SEQ2SEQ_MODELS, baseline_setup, generate_baseline, read_not_run,

@@ -7,7 +7,7 @@ import pytest
 
 def test_changed_param_on_a_reused_run_becomes_a_tag(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
-    from tasks.tracking import StageRun, client, experiment_id
+    from tracking.runs import StageRun, client, experiment_id
 
     c = client()
     run_id = c.create_run(experiment_id(c), run_name="fold 0").info.run_id

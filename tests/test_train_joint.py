@@ -9,7 +9,7 @@ import torch
 
 from mwpgen.ours.ablation import VARIANTS, check_variants, variant_of, variant_params
 from mwpgen.registry import ablation_model
-from mwpgen.config import OursTrainParams
+from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.decoding import generate_texts
 from mwpgen.ours.steps import JointConfig, JointExample, JointModels
 from mwpgen.lm.loading import load_model_and_tokenizer

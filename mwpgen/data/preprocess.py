@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-from mwpgen.evaluation import paper
+from mwpgen import paper
 from mwpgen.data.raw import RawProblem
 from mwpgen.data.equations import EquationError, canonical_equation
 from mwpgen.data.masking import DEFAULT_CONSTANTS, MaskingError, mask_problem

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from mwpgen import registry
-from mwpgen.evaluation import paper
+from mwpgen import paper
 
 TABLE2_MODELS = registry.names(table2=True)  # the paper's row order
 TABLE2_METRICS = (*paper.TABLE2_METRICS, "acc_eq_equivalent")
@@ -365,7 +365,7 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
     return Table("Table 4: ablation (BLEU-4 and ACC-eq)", columns, rows,
                  ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows "
                   "that are the same run in the paper's table (context selection = full model w/o L_eq) share it.",
-                  "Rows without a (this run) line have not been run: python -m flows.pipeline --profile ablation.",
+                  "Rows without a (this run) line have not been run: python -m orchestration.pipeline --profile ablation.",
                   *_delta_notes(deltas)])
 
 

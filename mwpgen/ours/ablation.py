@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from mwpgen.config import OursTrainParams
+from mwpgen.config.schema import OursTrainParams
 from mwpgen.registry import ABLATION_VARIANTS
 
-# variant -> (overrides of train.ours, Table 4 row labels it answers (evaluation.paper.TABLE4 keys))
+# variant -> (overrides of train.ours, Table 4 row labels it answers (mwpgen.paper.TABLE4 keys))
 VARIANTS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "eq_softmax": ({"context": "noun", "relaxation": "softmax", "equation_loss": True}, ("L_eq (softmax)",)),
     "eq_gumbel": ({"context": "noun", "relaxation": "gumbel", "equation_loss": True}, ("L_eq (Gumbel-softmax)",)),

@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import torch
 
 from mwpgen import resume
-from mwpgen.config import OursTrainParams
+from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
 from mwpgen.ours.bundle import save_bundle
 from mwpgen.ours.selector import ContextSelector
@@ -56,7 +56,7 @@ def build_models(model_id: str, *, context: str, equation_loss: bool, mwp2eq_ini
     return models
 
 
-def train_ours(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[JointExample]], *, model_id: str,
+def train_and_save(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[JointExample]], *, model_id: str,
                device: str, seed: int, mixed_precision: bool, log_every: int, bundle_dir: Path, resume_dir: Path,
                evaluator_dir: Path | None = None, on_log=None, validation: Sequence[JointExample] = ()) -> dict:
     """Build ours, train both phases (resuming from `resume_dir`; each phase keeps its weights of lowest loss on

@@ -31,7 +31,7 @@ from mwpgen import registry
 from mwpgen.seq2seq.glove import GLOVE_DIM, GloveUnavailable, embedding_matrix, load_glove
 from mwpgen.io import DataFormatError, atomic_directory
 
-from .decode import generate
+from .decode import decode_problems
 from .train import (MODEL_PRESETS, TRAIN_PRESETS, build_model, encode_example, load_checkpoint, train_seq2seq,
                     training_epochs)
 from .vocab import build_vocabs, source_tokens
@@ -136,7 +136,7 @@ def generate_baseline(checkpoint_dir: str | os.PathLike, equations: Sequence[str
         raise RuntimeError(f"{checkpoint_dir} was not trained: {reason}")
     model, src_vocab, tgt_vocab = load_checkpoint(checkpoint_dir, device)
     sources = [source_tokens(eq, kws) for eq, kws in zip(equations, keywords_lists)]
-    return generate(model, src_vocab, tgt_vocab, sources, beam_size=num_beams if decoding == "beam" else 1,
+    return decode_problems(model, src_vocab, tgt_vocab, sources, beam_size=num_beams if decoding == "beam" else 1,
                     max_len=max_len, alpha=alpha, batch_size=batch_size, device=device)
 
 

@@ -163,7 +163,7 @@ def sequence_logprob(model: torch.nn.Module, src: torch.Tensor, targets: Sequenc
         return token_lp.sum(1).tolist()
 
 
-def generate(model: torch.nn.Module, src_vocab: Vocab, tgt_vocab: Vocab, sources: Sequence[Sequence[str]], *,
+def decode_problems(model: torch.nn.Module, src_vocab: Vocab, tgt_vocab: Vocab, sources: Sequence[Sequence[str]], *,
              beam_size: int = 1, max_len: int = 100, alpha: float = 1.0, batch_size: int = 64,
              device: torch.device | str | None = None) -> list[str]:
     """Source token lists (vocab.source_tokens) -> generated problem texts (space-joined tokens; <unk> kept).

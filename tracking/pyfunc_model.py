@@ -42,10 +42,10 @@ from mlflow.pyfunc import PythonModel
 from mlflow.types.schema import ColSpec, Map, Schema
 
 from mwpgen.cli import MLFLOW_MODEL_NAME
+from mwpgen.paths import PROJECT_ROOT
 from mwpgen.request import MAX_N, RequestError, parse_request
-from tasks.tracking import client, experiment_id, tracking_uri
+from tracking.runs import client, experiment_id, tracking_uri
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MAX_ROWS = 32  # requests per call: a bigger batch would outlive the server's request timeout (60 s by default)
 DEVICE_ENV = "MWPGEN_DEVICE"  # auto (default) | cpu | cuda, for the serving process
 
@@ -132,7 +132,7 @@ def requirements() -> list[str]:
 
 
 def training_run_id(model: str, dataset: str, fold: int) -> str | None:
-    """The newest fold run (tasks.tracking.fold_run, key `<model>/<dataset>/fold<k>`) whose train stage finished:
+    """The newest fold run (tracking.runs.fold_run, key `<model>/<dataset>/fold<k>`) whose train stage finished:
     the run that trained the model in models/<model>/<dataset>/fold<k>. None when this store has none."""
     c = client()
     query = f"tags.`mwpgen.key` = '{model}/{dataset}/fold{fold}' and tags.`mwpgen.stage.train` = 'done'"
@@ -168,7 +168,7 @@ def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name
                                    tags={"dataset": dataset, "fold": str(fold)}, model_type="mwpgen-ours")
     info = Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id, model_id=logged.model_id,
                      registered_model_name=name, python_model=OursModel(), artifacts={"bundle": str(bundle_dir)},
-                     code_paths=[str(PROJECT_ROOT / "mwpgen"), str(PROJECT_ROOT / "tasks")],
+                     code_paths=[str(PROJECT_ROOT / "mwpgen"), str(PROJECT_ROOT / "tracking")],
                      signature=SIGNATURE, input_example=pd.DataFrame(INPUT_EXAMPLE),
                      pip_requirements=requirements(),
                      metadata={"dataset": dataset, "fold": fold, "max_problems_per_request": MAX_N,

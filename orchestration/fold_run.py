@@ -6,7 +6,7 @@ data stages they depend on and skips what is up to date, so a rerun after a cras
 resumes from its own checkpoint), `dvc push` what they produced. The fold's `dvc.lock` entries -- the addresses
 of its outputs in the remote -- and the small outputs DVC does not cache (metrics, scores, training curves: they
 live in git, not in the remote) go to the Prefect server as a markdown artifact (`dvc-lock-<dataset>-<fold>`), so
-the run that submitted the fold (flows/folds.py) needs nothing from this machine but the remote and the server.
+the run that submitted the fold (orchestration/fan_out.py) needs nothing from this machine but the remote and the server.
 
 Stage runs log to MLflow beneath `parent_run_id` (MLFLOW_TRACKING_URI must then name a tracking server every
 machine reaches; the default sqlite file is per clone).
@@ -26,7 +26,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from tasks.tracking import PARENT_ENV
+from tracking.runs import PARENT_ENV
 
 ROOT = Path(os.environ.get("MWPGEN_HOME") or Path(__file__).resolve().parent.parent)
 FENCE = "```json"

@@ -15,9 +15,10 @@ import time
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
-from flows.fold import DvcCommandError, dvc
-from mwpgen.config import ParamsError, apply_profile
-from tasks.tracking import PARENT_ENV, stage_run
+from orchestration.fold_run import DvcCommandError, dvc
+from mwpgen.config.files import ParamsError
+from mwpgen.config.profiles import apply_profile
+from tracking.runs import PARENT_ENV, stage_run
 
 
 def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, float]]:

@@ -1,24 +1,19 @@
-"""The one typed schema for `params.yaml`, validated before any stage does work.
+"""The one typed schema for `params.yaml`: every section a strict pydantic model, validated before any stage does work.
 
-Every section is a strict pydantic model: an unknown key, a wrong type or an out-of-range value raises
-`ParamsError` whose message names the file, the dotted key and what is allowed.
-
-Params files are read as YAML 1.2 (`read_yaml`), the YAML DVC itself reads and writes: `dvc exp run -S
-train.ours.lr=3e-5` writes `lr: 3e-05`, a float in YAML 1.2 but a string to a YAML 1.1 reader such as PyYAML's.
-Booleans are `true` / `false` only (YAML 1.1's yes/no/on/off are strings). A key given twice is an error, not a
-silent "the last one wins". No float may be infinite or NaN.
+An unknown key, a wrong type or an out-of-range value raises `ParamsError` whose message names the file, the dotted
+key and what is allowed. Every default of every parameter lives here and nowhere else: the library's trainers take
+these sections (or their fields, by the same names); `tests/test_config.py` fails on a default declared twice.
 """
 
 from __future__ import annotations
 
-import io
 import os
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mwpgen import registry
+from mwpgen.config.files import ParamsError, read_yaml
 
 DATASETS = ("arithmetic", "mawps", "math23k")
 ARITHMETIC_FOLDS = 5  # Roy & Roth publish Arithmetic's cross-validation folds: fold0..fold4
@@ -343,9 +338,6 @@ class Params(Section):
         return self
 
 
-class ParamsError(ValueError):
-    """params.yaml is invalid; the message names every key at fault."""
-
 
 def _allowed(model: type[BaseModel], loc: tuple) -> str:
     """Describe the keys allowed where an unknown key was found."""
@@ -387,136 +379,7 @@ def validate_params(raw: Any, source: str = "params.yaml") -> Params:
         raise ParamsError(f"{source}: invalid parameters:\n  " + "\n  ".join(lines)) from None
 
 
-def _check_unique_keys(node, source: str, path: tuple[str, ...] = (), seen_nodes: set | None = None) -> None:
-    """Refuse a mapping key given twice (YAML forbids it; a lenient loader keeps the last one silently)."""
-    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
-
-    seen_nodes = set() if seen_nodes is None else seen_nodes
-    if id(node) in seen_nodes:  # an alias: already checked where its anchor is
-        return
-    seen_nodes.add(id(node))
-    if isinstance(node, MappingNode):
-        first_line: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, ScalarNode) else f"<{type(key_node).__name__}>"
-            line = key_node.start_mark.line + 1
-            if key in first_line and key != "<<":
-                raise ParamsError(f"{source}:{line}: duplicate key {'.'.join((*path, key))} "
-                                  f"(first given on line {first_line[key]})")
-            first_line.setdefault(key, line)
-            _check_unique_keys(value_node, source, (*path, key), seen_nodes)
-    elif isinstance(node, SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_unique_keys(item, source, (*path, str(i)), seen_nodes)
-
-
-def parse_yaml(text: str, source: str) -> Any:
-    """Parse a params or profile file as YAML 1.2 (the YAML DVC reads and writes), refusing duplicate keys.
-
-    Raises ParamsError naming `source`, the line (and column) and what is wrong."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
-    loader = YAML(typ="safe", pure=True)  # pure: the C parser would not honour YAML 1.2 everywhere
-    try:
-        node = loader.compose(text)
-        if node is not None:
-            _check_unique_keys(node, source)
-        return YAML(typ="safe", pure=True).load(text)
-    except YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
-        raise ParamsError(f"{source}{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
-
-
-def read_yaml(path: str | os.PathLike) -> Any:
-    """`parse_yaml` of a file; a missing file is a ParamsError too."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ParamsError(f"{path}: file not found") from None
-    return parse_yaml(text, str(path))
-
 
 def load_params(path: str | os.PathLike = "params.yaml") -> Params:
     """Read (YAML 1.2) and validate a params file."""
     return validate_params(read_yaml(path), str(path))
-
-
-def _merge(base: dict, override: dict, prefix: str = "") -> list[str]:
-    changed = []
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            changed += _merge(base[key], value, f"{prefix}{key}.")
-        elif base.get(key) != value:
-            base[key] = value
-            changed.append(f"{prefix}{key}={value!r}")
-    return changed
-
-
-def _merge_keeping_layout(doc, override: dict) -> None:
-    """`_merge` on a ruamel.yaml round-trip document: values change, comments and layout stay."""
-    from ruamel.yaml.comments import CommentedSeq
-
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(doc.get(key), dict):
-            _merge_keeping_layout(doc[key], value)
-        elif doc.get(key) != value:
-            if isinstance(value, list):  # written [a, b] like the lists of params.yaml
-                value = CommentedSeq(value)
-                value.fa.set_flow_style()
-            doc[key] = value
-
-
-def apply_profile(params_path: str | os.PathLike, profile_path: str | os.PathLike) -> list[str]:
-    """Overlay a profile (a partial params file) onto params.yaml, validated before anything is written.
-
-    Returns the dotted keys that changed. params.yaml keeps its comments and layout (a ruamel.yaml round trip);
-    only the changed values are rewritten.
-    """
-    from ruamel.yaml import YAML
-
-    params_path, profile_path = Path(params_path), Path(profile_path)
-    if not profile_path.exists():
-        available = sorted(p.stem for p in profile_path.parent.glob("*.yaml"))
-        raise ParamsError(f"{profile_path}: no such profile (available: {', '.join(available) or 'none'})")
-    text = params_path.read_text(encoding="utf-8")
-    profile = read_yaml(profile_path) or {}
-    raw = parse_yaml(text, str(params_path)) or {}
-    for name, doc in ((profile_path, profile), (params_path, raw)):
-        if not isinstance(doc, dict):
-            raise ParamsError(f"{name}: expected a mapping of sections, got {type(doc).__name__}")
-    changed = _merge(raw, profile)
-    validate_params(raw, f"{params_path} + {profile_path.name}")
-    if changed:
-        round_trip = YAML()
-        round_trip.width = 4096  # never re-wrap a long comment or value
-        doc = round_trip.load(text)
-        _merge_keeping_layout(doc, profile)
-        buf = io.StringIO()
-        round_trip.dump(doc, buf)
-        if parse_yaml(buf.getvalue(), str(params_path)) != raw:  # the round trip must write exactly the validated values
-            raise ParamsError(f"{params_path}: could not apply {profile_path.name} without changing other values")
-        tmp = params_path.with_name(f".{params_path.name}.tmp-{os.getpid()}")
-        tmp.write_text(buf.getvalue(), encoding="utf-8")
-        os.replace(tmp, params_path)
-    return changed
-
-
-def describe_params() -> str:
-    """Every key with its type, default and help text (`python -m mwpgen.config`)."""
-    out = []
-    for section, field in Params.model_fields.items():
-        out.append(f"{section}:")
-        for name, f in field.annotation.model_fields.items():
-            if isinstance(f.default, BaseModel):
-                out.append(f"  {name}:")
-                out += [f"    {n} = {g.default!r}  # {g.description or ''}" for n, g in type(f.default).model_fields.items()]
-            else:
-                out.append(f"  {name} = {f.default!r}  # {f.description or ''}")
-    return "\n".join(out)
-
-
-if __name__ == "__main__":
-    print(describe_params())

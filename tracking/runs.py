@@ -22,7 +22,8 @@ from urllib.parse import urlparse
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+from mwpgen.paths import PROJECT_ROOT
+
 EXPERIMENT = os.environ.get("MWPGEN_EXPERIMENT", "mwpgen")
 PARENT_ENV = "MWPGEN_PARENT_RUN_ID"
 
