@@ -80,7 +80,8 @@ def main() -> None:
         examples = [LMExample(prompt="problem:", target=body)] * (args.train_batch * (args.train_steps + 1))
         res = train_causal_lm(model, tok, examples, epochs=1, batch_size=args.train_batch, lr=5e-5,
                               max_length=args.train_seq, seed=0, device="cpu", mixed_precision=False,
-                              log_every=1, max_steps=args.train_steps + 1)
+                              log_every=1, max_steps=args.train_steps + 1, grad_accum=1, eval_every=0, patience=0,
+                              save_every=10)
         times = [r["tokens_per_s"] for r in res["log"]][1:]  # first step includes allocator warm-up
         tokens = args.train_batch * args.train_seq
         per_step = [tokens / t for t in times]

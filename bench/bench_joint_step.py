@@ -41,12 +41,13 @@ import statistics
 import tempfile
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, joint_step, make_optimizers
+from mwpgen.config.schema import OursTrainParams
+from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.ours.steps import JointModels, joint_step, make_optimizers
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.selector import ContextSelector
@@ -157,7 +158,7 @@ def main() -> None:
         spec = DEFAULT_MODEL if args.model == "smollm2-135m" else args.model
     gen, tok = load_model_and_tokenizer(spec, args.cache_dir, device=device)
     mwp2eq, ptok = load_model_and_tokenizer(spec, args.cache_dir, device=device)
-    models = JointModels(gen, mwp2eq, tok, ContextSelector.from_model(gen).to(device))
+    models = JointModels(gen, mwp2eq, tok, ContextSelector.from_model(gen).to(device), amp)
     models.check(ptok)
 
     problem = build_problem(tok, args.seq)
@@ -168,8 +169,8 @@ def main() -> None:
                     tok.pad_token_id)
     plain = {k: v.to(device) for k, v in plain.items()}
     real_mwp2eq = encode_example(tok, mwp2eq_example(problem, EQUATION), 10**6)
-    cfg = JointConfig(autocast_dtype=amp, max_problem_tokens=None, max_length=10**6)
-    joint_opts = make_optimizers(models)
+    cfg = OursTrainParams(max_problem_tokens=2048, max_length=2048)  # no truncation at these lengths
+    joint_opts = make_optimizers(models, lr=cfg.lr, selector_lr=0.0)
     plain_opt = torch.optim.AdamW(gen.parameters(), lr=5e-5, weight_decay=0.0)
 
     def plain_step():
@@ -182,7 +183,7 @@ def main() -> None:
         plain_opt.step()
         plain_opt.zero_grad(set_to_none=True)
 
-    one_pass = replace(cfg, mwp2eq_on_generated=True, mwp2eq_on_real=False)  # train.ours.mwp2eq_phase2: generated
+    one_pass = cfg.model_copy(update={"mwp2eq_phase2": "generated"})
     arms = {"plain": plain_step, "phase1": lambda: joint_step(1, models, examples, joint_opts, cfg),
             "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg),
             "phase2-one-pass": lambda: joint_step(2, models, examples, joint_opts, one_pass)}

@@ -37,12 +37,14 @@ import torch
 
 from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
-from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint
+from mwpgen.config.schema import OursTrainParams
+from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.ours.steps import JointModels
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
 from mwpgen.ours.bundle import generate_with_context
 from mwpgen.ours.selector import SELECTOR_FORMS, ContextSelector, selector_batch
 from mwpgen.ours import training
-from mwpgen.ours.training import Schedule, train_joint
+from mwpgen.ours.training import train_joint
 
 # Shapes of the GPT-2 family (Radford et al. 2019; HF gpt2-* configs); the paper fine-tunes gpt2-large.
 RANDOM_ARCHS = {"gpt2": (768, 12, 12), "gpt2-medium": (1024, 24, 16), "gpt2-large": (1280, 36, 20)}
@@ -123,19 +125,18 @@ def main() -> None:
     generator, mwp2eq, tokenizer = load_models(args.model, args.cache_dir, device, args.seed, args.random_arch)
     torch.manual_seed(args.seed)
     selector = ContextSelector.from_model(generator, args.selector, args.rho).to(device)
-    models = JointModels(generator, mwp2eq, tokenizer, selector)
+    models = JointModels(generator, mwp2eq, tokenizer, selector, amp)
     models.check()
     load_s = time.perf_counter() - t_load
-    config = JointConfig(rho=args.rho, max_problem_tokens=args.max_problem_tokens, max_length=args.max_length,
-                         autocast_dtype=amp)
-    schedule = Schedule(phase1_epochs=args.phase1_epochs, phase1_max_steps=args.max_steps,
-                        phase2_epochs=args.phase2_epochs, phase2_max_steps=args.max_steps,
-                        batch_size=args.batch_size, lr=args.lr, selector_lr=args.selector_lr or args.lr,
-                        seed=args.seed, log_every=25)
+    # train.ours' defaults (mwpgen/config/schema.py) but for the flags; no validation slice, so no early stopping.
+    cfg = OursTrainParams(phase1={"epochs": args.phase1_epochs, "max_steps": args.max_steps},
+                          phase2={"epochs": args.phase2_epochs, "max_steps": args.max_steps},
+                          batch_size=args.batch_size, lr=args.lr, selector_lr=args.selector_lr, selector=args.selector,
+                          rho=args.rho, max_problem_tokens=args.max_problem_tokens, max_length=args.max_length)
     examples = [JointExample(r["equation"], r["text"]) for r in fold.train]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    result = train_joint(models, examples, config, schedule)
+    result = train_joint(models, examples, cfg, seed=args.seed, log_every=25)
     steps_per_epoch = math.ceil(len(examples) / args.batch_size)
     summary = {
         "dataset": args.dataset, "fold": args.fold, "n_train": len(examples), "steps_per_epoch": steps_per_epoch,

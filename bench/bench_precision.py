@@ -102,7 +102,8 @@ def compare_curves(spec: str, args, device) -> dict:
         t = time.perf_counter()
         runs[name] = train_causal_lm(model, tok, train, epochs=1, batch_size=args.curve_batch, lr=args.curve_lr,
                                      max_length=128, seed=0, device=device, mixed_precision=mixed,
-                                     log_every=10**6, validation=val, eval_every=5)
+                                     log_every=10**6, validation=val, eval_every=5, max_steps=0, grad_accum=1,
+                                     patience=0, save_every=10)
         runs[name]["wall"] = time.perf_counter() - t
         del model
     return {"source": source, "batch": args.curve_batch, "lr": args.curve_lr, "n_val": len(val),

@@ -38,10 +38,10 @@ from mwpgen.lm.decoding import _generation_config, _left_pad, predict_equations
 from mwpgen.lm.loading import load_trained
 from mwpgen.lm.prompts import encode_prompt, generator_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings
-from mwpgen.ours.steps import JointExample
+from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
 from mwpgen.runtime import resolve_device
-from tasks import models, ours
+from tasks import generate as tasks_generate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,10 +54,10 @@ def generate_with(params: Params, model: str, paths: FoldPaths, records: list[di
         context = bundle_settings(paths.model_dir)["context"]
         picked = keywords[context] if context != "selector" else {}
         examples = [JointExample(r["equation"], r["text"], tuple(picked.get(r["id"], ()))) for r in records]
-        return ours.generate_ours.fn(params, paths.model_dir, examples)
+        return tasks_generate.generate_ours.fn(params, paths.model_dir, examples)
     contexts = [list(keywords["baseline"][r["id"]]) for r in records]
     prompts = [generator_prompt(r["equation"], c) for r, c in zip(records, contexts)]
-    return models.generate_lm.fn(params, paths.model_dir, prompts), contexts
+    return tasks_generate.generate_lm.fn(params, paths.model_dir, prompts), contexts
 
 
 @torch.no_grad()

@@ -72,7 +72,7 @@ def train(args) -> None:
     from mwpgen.lm.training import train_causal_lm
     from mwpgen.ours.build import train_and_save
     from mwpgen.ours.bundle import generate_with_context, load_bundle
-    from mwpgen.ours.steps import JointExample, epoch_examples
+    from mwpgen.ours.inputs import JointExample, epoch_examples
     from mwpgen.runtime import resolve_device
 
     params = load_params(args.params)
@@ -102,7 +102,7 @@ def train(args) -> None:
             max_length=cfg.max_length, seed=exp.seed, device=device, mixed_precision=params.train.mixed_precision,
             checkpoint_dir=model_dir, log_every=params.train.log_every,
             on_log=lambda rec: print(f"  step {rec['step']} loss {rec['loss']:.4f}", flush=True),
-            max_steps=cfg.max_steps or None, grad_accum=cfg.grad_accum, validation=validation,
+            max_steps=cfg.max_steps, grad_accum=cfg.grad_accum, validation=validation,
             eval_every=cfg.eval_every, patience=cfg.patience, resume_dir=model_dir.with_name(model_dir.name + "-state"),
             save_every=cfg.save_every, val_score=val_score,
             on_eval=lambda rec: print(f"  eval {rec}", flush=True))

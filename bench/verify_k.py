@@ -34,7 +34,7 @@ from mwpgen.io import read_jsonl
 from mwpgen.lm.decoding import predict_equations
 from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, select_context
-from mwpgen.ours.steps import JointExample, encode_joint
+from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.paths import FoldPaths
 from mwpgen.request import Request
 from mwpgen.runtime import resolve_device

@@ -20,8 +20,8 @@ from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, score_generations
 from mwpgen.io import read_generations, write_json, write_jsonl
-from mwpgen.seq2seq.baseline import read_not_run
-from tasks.models import predict_equations
+from mwpgen.seq2seq.not_run import read_not_run
+from tasks.parse import predict_equations
 from tracking.runs import fold_run
 
 

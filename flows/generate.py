@@ -20,10 +20,10 @@ from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
 from mwpgen.lm.prompts import generator_prompt
 from mwpgen.ours.bundle import bundle_settings
-from mwpgen.ours.steps import JointExample
+from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
-from mwpgen.seq2seq.baseline import read_not_run
-from tasks import models, ours, seq2seq
+from mwpgen.seq2seq.not_run import read_not_run
+from tasks.generate import generate_lm, generate_ours, generate_seq2seq
 from tracking.runs import fold_run
 
 
@@ -32,7 +32,7 @@ def _generate_ours(params: Params, paths: FoldPaths, test) -> tuple[list[str], l
     context = bundle_settings(paths.model_dir)["context"]
     keywords = fold_keywords(paths, context, "test") if context != "selector" else {}
     examples = [JointExample(r["equation"], r["text"], tuple(keywords.get(r["id"], ()))) for r in test]
-    return ours.generate_ours(params, paths.model_dir, examples)
+    return generate_ours(params, paths.model_dir, examples)
 
 
 def _generate_baseline(params: Params, spec: registry.ModelSpec, paths: FoldPaths, test, log):
@@ -45,9 +45,9 @@ def _generate_baseline(params: Params, spec: registry.ModelSpec, paths: FoldPath
         if reason:  # e.g. no GloVe vectors on an offline machine: an empty table, never a stand-in model
             log.warning("%s was not trained (%s): no generations", spec.name, reason)
             return [], contexts
-        return seq2seq.generate_seq2seq(params, paths.model_dir, equations, contexts), contexts
+        return generate_seq2seq(params, paths.model_dir, equations, contexts), contexts
     prompts = [generator_prompt(e, c) for e, c in zip(equations, contexts)]
-    return models.generate_lm(params, paths.model_dir, prompts), contexts
+    return generate_lm(params, paths.model_dir, prompts), contexts
 
 
 @flow(name="generate")

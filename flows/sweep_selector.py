@@ -16,13 +16,13 @@ import json
 from prefect import flow, get_run_logger
 
 from flows.common import DATA, PROJECT_ROOT, params_or_exit, run_stage
-from mwpgen.config.schema import Params
+from mwpgen.config.schema import OursTrainParams, Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import atomic_write_text, write_json
-from mwpgen.ours.build import build_models, joint_config
+from mwpgen.ours.build import build_models
 from mwpgen.ours.selection import context_lm_loss, selection_stats
-from mwpgen.ours.steps import JointExample
-from mwpgen.ours.training import Schedule, train_joint
+from mwpgen.ours.inputs import JointExample
+from mwpgen.ours.training import train_joint
 from mwpgen.runtime import resolve_device
 from tracking.runs import stage_run
 
@@ -58,19 +58,18 @@ def sweep_selector(params: Params, dataset: str, fold: int, steps: int, max_trai
         parent.params({"dataset": dataset, "fold": fold, "steps": steps, "n_train": len(train), "n_val": len(val),
                        "model": params.train.model})
         for form, selector_lr, beta, rho in GRID:
-            cfg = base.model_copy(update={"selector": form, "selector_lr": selector_lr, "beta": beta, "rho": rho,
-                                          "equation_loss": False})  # phase 1 only: no co-trained mwp2eq
-            models = build_models(params.train.model, context="selector", equation_loss=False, mwp2eq_init="pretrained",
-                                  device=device, seed=exp.seed, selector=form, rho=rho)
-            config = joint_config(cfg, device, params.train.mixed_precision)
+            # `steps` of phase 1 only: no phase 2, no co-trained mwp2eq.
+            cfg = OursTrainParams.model_validate(base.model_dump() | {
+                "selector": form, "selector_lr": selector_lr, "beta": beta, "rho": rho, "context": "selector",
+                "equation_loss": False, "mwp2eq_in_phase1": False, "phase1": {"epochs": 100, "max_steps": steps},
+                "phase2": {"epochs": 0, "max_steps": 0}})
+            models = build_models(cfg, params.train.model, device=device, seed=exp.seed,
+                                  mixed_precision=params.train.mixed_precision)
             before = selection_stats(models, val, cfg.threshold, cfg.max_problem_tokens)
-            schedule = Schedule(phase1_epochs=100, phase1_max_steps=steps, phase2_epochs=0, batch_size=cfg.batch_size,
-                                lr=cfg.lr, selector_lr=selector_lr or cfg.lr, seed=exp.seed, mwp2eq_in_phase1=False,
-                                log_every=params.train.log_every)
-            result = train_joint(models, train, config, schedule)
+            result = train_joint(models, train, cfg, seed=exp.seed, log_every=params.train.log_every)
             after = selection_stats(models, val, cfg.threshold, cfg.max_problem_tokens)
             row = {"selector": form, "selector_lr": selector_lr, "beta": beta, "rho": rho,
-                   "val_loss": context_lm_loss(models, val, config, cfg.threshold),
+                   "val_loss": context_lm_loss(models, val, cfg.max_problem_tokens, cfg.threshold),
                    "train_s": round(result["wall_time_s"], 1),
                    "before": {k: v for k, v in before.items() if k != "picks"},
                    "after": {k: v for k, v in after.items() if k != "picks"},

@@ -31,36 +31,44 @@ from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_eq
 from mwpgen.io import write_jsonl
 from mwpgen.lm import decoding
 from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples
-from tasks.models import fine_tune, predict_equations
+from tasks.fine_tune import fine_tune
+from tasks.parse import predict_equations
 from tracking.runs import fold_run
 
 
-@flow(name="train")
-def train(params: Params, model: str, dataset: str, fold: int) -> dict:
-    log = get_run_logger()
+def training_data(params: Params, model: str, dataset: str, fold: int):
+    """What the stage trains on: (its settings, the fold, training examples, validation examples, the checkpoint
+    score or None). Every rank of a data-parallel run builds the same (flows/train_distributed.py)."""
     spec = registry.spec(model)
-    is_evaluator = spec.family == "mwp2eq"
-    cfg = params.train.evaluator if is_evaluator else params.train.generator
     exp = params.experiment
     data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed,
                      validation_size=exp.validation_size)
+    if spec.family == "mwp2eq":
+        cfg = params.train.evaluator
+        by_parses = cfg.checkpoint_by == "parse_accuracy" and data.validation
+        val_score = validation_parse_accuracy(data.validation, params.generate.batch_size) if by_parses else None
+        return cfg, data, mwp2eq_examples(data.train), mwp2eq_examples(data.validation), val_score
+    keywords = fold_keywords(fold_paths(model, dataset, fold), params.keywords.baseline_context, "train")
+    examples = generator_epochs(data.train, keywords, p=params.keywords.dropout, seed=exp.seed)
+    # Validation examples are built once, with every keyword in its order: no dropout, no permutation.
+    validation = [generator_example(r["equation"], keywords[r["id"]], r["text"]) for r in data.validation]
+    return params.train.generator, data, examples, validation, None
+
+
+@flow(name="train")
+def train(params: Params, model: str, dataset: str, fold: int, data_parallel: bool = False) -> dict:
+    """`data_parallel`: this process is rank 0 of a torchrun launch (flows/train_distributed.py)."""
+    log = get_run_logger()
+    spec = registry.spec(model)
+    is_evaluator = spec.family == "mwp2eq"
+    exp = params.experiment
+    cfg, data, examples, validation, val_score = training_data(params, model, dataset, fold)
     paths = fold_paths(model, dataset, fold)
     with fold_run(model, dataset, fold, "train") as run:
         run.params({"model_id": params.train.model, "family": spec.family, "pretrained": spec.pretrained,
                     "n_train": len(data.train), "n_train_full": data.n_train_full,
                     "n_validation": len(data.validation), "seed": exp.seed,
                     **{f"train.{k}": v for k, v in cfg.model_dump().items()}})
-        val_score = None
-        if is_evaluator:
-            examples = mwp2eq_examples(data.train)
-            validation = mwp2eq_examples(data.validation)
-            if cfg.checkpoint_by == "parse_accuracy" and data.validation:
-                val_score = validation_parse_accuracy(data.validation, params.generate.batch_size)
-        else:
-            keywords = fold_keywords(paths, params.keywords.baseline_context, "train")
-            examples = generator_epochs(data.train, keywords, p=params.keywords.dropout, seed=exp.seed)
-            # Validation examples are built once, with every keyword in its order: no dropout, no permutation.
-            validation = [generator_example(r["equation"], keywords[r["id"]], r["text"]) for r in data.validation]
         log.info("training %s on %s fold %d: %d examples, %d validation", model, dataset, fold, len(data.train),
                  len(validation))
         result = fine_tune(params, cfg, spec.pretrained, examples, paths.model_dir,
@@ -69,7 +77,7 @@ def train(params: Params, model: str, dataset: str, fold: int) -> dict:
                            validation=validation, resume_dir=paths.resume_dir,
                            on_eval=lambda rec: run.metrics({k: rec[k] for k in ("val_loss", "val_score") if k in rec},
                                                            step=rec["step"]),
-                           val_score=val_score)
+                           val_score=val_score, data_parallel=data_parallel)
         metrics = {"steps": result["steps"], "final_loss": result["losses"][-1] if result["losses"] else None,
                    "best_step": result["best_step"], "best_val_loss": result["best_val_loss"],
                    "best_val_parse_accuracy": result["best_val_score"],

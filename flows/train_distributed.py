@@ -12,40 +12,23 @@ Rank 0 runs flows/train.py's flow itself; the other ranks build the same example
 from __future__ import annotations
 
 import os
-from unittest import mock
 
 import torch
 
-import tasks.models
-from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, run_stage, stage_args
-from flows.train import train, validation_parse_accuracy
+from flows.common import fold_paths, params_or_exit, run_stage, stage_args
+from flows.train import train, training_data
 from mwpgen import registry
 from mwpgen.config.schema import Params
-from mwpgen.data.folds import load_fold
-from mwpgen.distributed import train_causal_lm_distributed
-from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples
+from tasks.fine_tune import fine_tune
 
 
 def join_training(params: Params, model: str, dataset: str, fold: int) -> None:
     """A rank other than 0: the stage's fine-tune task on the examples flows/train.py builds (the same data is
-    checked across ranks before the first step)."""
-    spec = registry.spec(model)
-    exp = params.experiment
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed,
-                     validation_size=exp.validation_size)
+    checked across ranks before the first step), with no Prefect or MLflow run of its own."""
+    cfg, _, examples, validation, val_score = training_data(params, model, dataset, fold)
     paths = fold_paths(model, dataset, fold)
-    if spec.family == "mwp2eq":
-        cfg = params.train.evaluator
-        examples, validation = mwp2eq_examples(data.train), mwp2eq_examples(data.validation)
-        by_parses = cfg.checkpoint_by == "parse_accuracy" and data.validation
-        val_score = validation_parse_accuracy(data.validation, params.generate.batch_size) if by_parses else None
-    else:
-        cfg, val_score = params.train.generator, None
-        keywords = fold_keywords(paths, params.keywords.baseline_context, "train")
-        examples = generator_epochs(data.train, keywords, p=params.keywords.dropout, seed=exp.seed)
-        validation = [generator_example(r["equation"], keywords[r["id"]], r["text"]) for r in data.validation]
-    tasks.models.fine_tune.fn(params, cfg, spec.pretrained, examples, paths.model_dir, on_log=None,
-                              validation=validation, resume_dir=paths.resume_dir, val_score=val_score)
+    fine_tune.fn(params, cfg, registry.spec(model).pretrained, examples, paths.model_dir, on_log=None,
+                 validation=validation, resume_dir=paths.resume_dir, val_score=val_score, data_parallel=True)
 
 
 def main() -> None:
@@ -55,13 +38,10 @@ def main() -> None:
         raise SystemExit("error: start it with torchrun --nproc_per_node N -m flows.train_distributed ...")
     if torch.cuda.is_available():  # "cuda" = this rank's GPU, for the model loading as for the training
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    # The stage's fine-tune task (model loading, settings, resume folder, fingerprint) calls train_causal_lm by its
-    # name in tasks.models: swapping that one name makes it data-parallel without a second copy of the task.
-    with mock.patch.object(tasks.models, "train_causal_lm", train_causal_lm_distributed):
-        if int(os.environ["RANK"]) == 0:
-            run_stage(train, params, args.model, args.dataset, args.fold)
-        else:
-            join_training(params, args.model, args.dataset, args.fold)
+    if int(os.environ["RANK"]) == 0:
+        run_stage(train, params, args.model, args.dataset, args.fold, True)
+    else:
+        join_training(params, args.model, args.dataset, args.fold)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.ours.ablation import variant_params
-from mwpgen.ours.steps import JointExample, epoch_examples
+from mwpgen.ours.inputs import JointExample, epoch_examples
 from mwpgen.ours.training import LOSS_KEYS, phase_summary
-from tasks import ours
+from tasks.train_ours import train_ours_bundle
 from tracking.runs import fold_run
 
 CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq", "val_loss")
@@ -43,7 +43,7 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
                  len(data.train), cfg.context, cfg.equation_loss, cfg.relaxation, cfg.context_loss)
         validation = [JointExample(r["equation"], r["text"], tuple(keywords[r["id"]]) if keywords else ())
                       for r in data.validation]  # their whole keyword lists: no dropout when measuring
-        result = ours.train(
+        result = train_ours_bundle(
             params, cfg, epoch_examples(data.train, keywords, params.keywords.dropout, exp.seed), paths,
             on_log=lambda rec: run.metrics({f"train_{k}": v for k, v in rec.items() if k not in ("step", "epoch")},
                                            step=rec["step"]), validation=validation)

@@ -21,8 +21,8 @@ from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import atomic_write_text, write_json
-from mwpgen.seq2seq.baseline import NOT_RUN_FILE, write_not_run
-from tasks.seq2seq import train_seq2seq_baseline
+from mwpgen.seq2seq.not_run import NOT_RUN_FILE, write_not_run
+from tasks.train_seq2seq import train_seq2seq_baseline
 from tracking.runs import fold_run
 
 

@@ -5,7 +5,7 @@ W*b examples in every step, the same gradient (the mean of the W micro-batch gra
 step. Three pieces make `mwpgen.lm.training.train_causal_lm` data-parallel without changing it:
 
 - `rank_examples`: each rank's share of the data, laid out so the trainer's own seeded batching picks, at step s,
-  micro-batch s*W + r of the single process's batching (`_batches`) over the whole list;
+  micro-batch s*W + r of the single process's batching (`mwpgen.loop.seeded_batches`) over the whole list;
 - `average_gradients`: hooks that all-reduce every gradient as soon as backward has accumulated it (what
   DistributedDataParallel does, here by hooks, so the trainer, the state_dict keys and save_pretrained stay
   those of the plain model);
@@ -27,15 +27,16 @@ import torch
 import torch.distributed as dist
 
 from mwpgen import resume
-from mwpgen.lm.training import Examples, _batches, train_causal_lm
+from mwpgen.lm.training import Examples, train_causal_lm
+from mwpgen.loop import seeded_batches
 
 T = TypeVar("T")
 
 
 def rank_examples(examples: Sequence[T] | Callable[[int], Sequence[T]], batch_size: int, seed: int, rank: int,
                   world_size: int) -> Callable[[int], list[T]]:
-    """`epoch -> rank's examples`: with `_batches(m, batch_size, seed, epoch)` over its m examples (the trainer's
-    batching), rank r's micro-batch j is micro-batch j*world_size + r of `_batches(n, batch_size, seed, epoch)`
+    """`epoch -> rank's examples`: with `seeded_batches(m, batch_size, seed, epoch)` over its m examples (the trainer's
+    batching), rank r's micro-batch j is micro-batch j*world_size + r of `seeded_batches(n, batch_size, seed, epoch)`
     over all n, so at any grad_accum A the ranks' step s together holds the single process's step s at grad_accum
     W*A. Only full global batches are shared out: the last n mod (W*b) examples of the epoch's order are dropped."""
     examples_of = examples if callable(examples) else (lambda _epoch: examples)
@@ -45,10 +46,10 @@ def rank_examples(examples: Sequence[T] | Callable[[int], Sequence[T]], batch_si
         per_rank = len(everything) // (world_size * batch_size)  # micro-batches per rank: full global batches only
         if per_rank == 0:
             raise ValueError(f"{len(everything)} examples do not fill one global batch of {world_size} x {batch_size}")
-        everyone = _batches(len(everything), batch_size, seed, epoch)
+        everyone = seeded_batches(len(everything), batch_size, seed, epoch)
         mine = [i for j in range(per_rank) for i in everyone[j * world_size + rank]]
         # The trainer visits shard position slots[k] k-th: put the k-th example of this rank's batches there.
-        slots = [i for batch in _batches(len(mine), batch_size, seed, epoch) for i in batch]
+        slots = [i for batch in seeded_batches(len(mine), batch_size, seed, epoch) for i in batch]
         shard: list[T] = [None] * len(mine)  # type: ignore[list-item]
         for slot, index in zip(slots, mine):
             shard[slot] = everything[index]

@@ -44,6 +44,11 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def state_path(resume_dir: str | os.PathLike) -> Path:
+    """The state file of a run that keeps its resumable state in `resume_dir`."""
+    return Path(resume_dir) / STATE_FILE
+
+
 def save(path: str | os.PathLike, fp: str, state: dict) -> None:
     """Write `state` with its fingerprint and the RNG states; a kill mid-write leaves the previous file intact."""
     path = Path(path)

@@ -29,7 +29,7 @@ from mwpgen.data.equations import equivalent
 from mwpgen.data.masking import number_value
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
-from mwpgen.ours.steps import JointExample, encode_joint
+from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.request import Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers, format_number
 from mwpgen.runtime import resolve_device
 

@@ -29,9 +29,9 @@ from mwpgen.config.schema import OursTrainParams, Seq2SeqTrainParams  # noqa: E4
 from mwpgen.lm.loading import load_model_and_tokenizer  # noqa: E402
 from mwpgen.lm.prompts import generator_example, mwp2eq_examples  # noqa: E402
 from mwpgen.lm.training import train_causal_lm  # noqa: E402
-from mwpgen.ours.build import joint_config, schedule  # noqa: E402
 from mwpgen.ours.selector import ContextSelector  # noqa: E402
-from mwpgen.ours.steps import JointExample, JointModels  # noqa: E402
+from mwpgen.ours.inputs import JointExample
+from mwpgen.ours.steps import JointModels  # noqa: E402
 from mwpgen.ours.training import train_joint  # noqa: E402
 from mwpgen.seq2seq.baseline import train_baseline  # noqa: E402
 
@@ -67,13 +67,14 @@ def causal_lm(model_dir: Path) -> None:
         validation = [generator_example(r["equation"], KEYWORDS[r["id"]], r["text"]) for r in VALIDATION]
         score = (lambda m, t: -float(sum(p.abs().sum() for p in m.parameters())) % 1.0) if by_score else None
         out = train_causal_lm(model, tok, examples, epochs=6, batch_size=2, lr=1e-2, seed=5, max_length=64,
-                              validation=validation, eval_every=2, patience=3, val_score=score, log_every=3)
+                              validation=validation, eval_every=2, patience=3, val_score=score, log_every=3,
+                              max_steps=0, grad_accum=1, save_every=10)
         report = {k: out[k] for k in ("steps", "best_step", "best_val_loss", "stopped_early", "losses", "val")}
         print(f"causal_lm{'-score' if by_score else ''} weights {digest(model)} report {digest(report)} "
               f"steps {out['steps']} best {out['best_step']}")
     model, tok = load_model_and_tokenizer(str(model_dir), Path("unused"))
     out = train_causal_lm(model, tok, mwp2eq_examples(TRAIN), epochs=2, batch_size=3, lr=1e-2, seed=1, max_length=64,
-                          grad_accum=2)
+                          grad_accum=2, max_steps=0, eval_every=0, patience=0, save_every=10)
     print(f"causal_lm-accum weights {digest(model)} report {digest(out['losses'])} steps {out['steps']}")
 
 
@@ -86,7 +87,7 @@ def seq2seq(work: Path) -> None:
                              device="cpu", glove_cache_dir=work / "glove", log_every=5, validation_records=VALIDATION)
         weights = hashlib.sha256((work / name / "model.safetensors").read_bytes()).hexdigest()[:16]
         t = out["train"]
-        report = {k: t.get(k) for k in ("steps", "best_step", "best_val_loss", "stopped_early", "val", "final_loss")}
+        report = {k: t.get(k) for k in ("steps", "epochs", "best_step", "best_val_loss", "stopped_early", "val", "final_loss")}
         print(f"{name} weights {weights} report {digest(report)} steps {t.get('steps')} best {t.get('best_step')}")
 
 
@@ -101,11 +102,13 @@ def ours(model_dir: Path) -> None:
         torch.manual_seed(3)
         selector = ContextSelector.from_model(gen, cfg.selector, cfg.rho) if context == "selector" else None
         models = JointModels(gen, mwp2eq, tok, selector)
-        out = train_joint(models, examples, joint_config(cfg, "cpu", False), schedule(cfg, 11, 2),
-                          validation=validation)
+        logs: list[dict] = []
+        out = train_joint(models, examples, cfg, seed=11, log_every=2, validation=validation,
+                          on_log=lambda r: logs.append({k: v for k, v in r.items() if k != "step_s"}))
         weights = "-".join(digest(m) for m in (gen, mwp2eq, selector) if m is not None)
         history = [{k: v for k, v in h.items() if k != "step_s"} for h in out["history"]]
-        report = {"val": out["val"], "best_steps": out["best_steps"], "steps_run": out["steps_run"], "h": history}
+        report = {"val": out["val"], "best_steps": out["best_steps"], "steps_run": out["steps_run"], "h": history,
+                  "log": logs}
         print(f"ours-{context} weights {weights} report {digest(report)} steps_run {out['steps_run']} "
               f"best {out['best_steps']}")
 

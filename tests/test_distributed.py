@@ -16,7 +16,7 @@ import torch
 from conftest import free_port
 
 from mwpgen.distributed import rank_examples
-from mwpgen.lm.training import _batches
+from mwpgen.loop import seeded_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLD = 2
@@ -26,7 +26,8 @@ RECORDS = [{"id": str(i), "text": f"Sam has num1 {thing} and gets num2 more . Ho
 KEYWORDS = {r["id"]: ["Sam", r["text"].split()[3]] for r in RECORDS}
 # 12 training examples at batch 2 per rank (global batch 4): 3 steps an epoch, 6 in all; 4 validation examples.
 SETTINGS = dict(epochs=2, batch_size=2, lr=1e-2, max_length=64, seed=3, mixed_precision=False, log_every=2,
-                eval_every=2, save_every=2)
+                eval_every=2, save_every=2, max_steps=0, patience=0)
+WORKER = {**SETTINGS, "grad_accum": 1}  # each rank at grad_accum 1: together, one process at grad_accum WORLD
 
 
 def data():
@@ -45,12 +46,12 @@ def test_rank_shares_rebuild_the_single_process_steps(n, batch_size, world_size)
     examples = lambda epoch: [f"e{epoch}-{i}" for i in range(n)]
     per_rank = n // (world_size * batch_size)
     for epoch in range(3):
-        everyone = [[examples(epoch)[i] for i in b] for b in _batches(n, batch_size, seed, epoch)]
+        everyone = [[examples(epoch)[i] for i in b] for b in seeded_batches(n, batch_size, seed, epoch)]
         shares = []
         for rank in range(world_size):
             share = rank_examples(examples, batch_size, seed, rank, world_size)(epoch)
             assert len(share) == per_rank * batch_size
-            shares.append([[share[i] for i in b] for b in _batches(len(share), batch_size, seed, epoch)])
+            shares.append([[share[i] for i in b] for b in seeded_batches(len(share), batch_size, seed, epoch)])
         for step in range(per_rank):  # at grad_accum 1 per rank: the global step = W micro-batches
             assert [shares[r][step] for r in range(world_size)] == everyone[step * world_size:(step + 1) * world_size]
     with pytest.raises(ValueError, match="one global batch"):
@@ -156,7 +157,7 @@ def worker(model_dir: str, out: Path, kill_at: int) -> None:
             raise Killed
 
     result = train_causal_lm_distributed(model, tok, train, validation=validation, device="cpu",
-                                         checkpoint_dir=out / "model", resume_dir=out / "resume", on_step=kill, **SETTINGS)
+                                         checkpoint_dir=out / "model", resume_dir=out / "resume", on_step=kill, **WORKER)
     torch.save({"result": result, "weights": model.state_dict()}, out / f"rank{result['rank']}.pt")
 
 

@@ -1,5 +1,6 @@
-"""dvc.yaml's deps cannot go stale: each stage depends on every project file its command imports; its per-fold
-outputs are the paths mwpgen.paths.FoldPaths gives; and the library never imports the orchestration tools."""
+"""dvc.yaml's deps are exact: each stage depends on every project file its command imports and on no other code (a
+dep it never runs would invalidate its outputs for nothing: hours of training for an edit to the translator); its
+per-fold outputs are the paths mwpgen.paths.FoldPaths gives; and the library never imports the orchestration tools."""
 
 from __future__ import annotations
 
@@ -24,12 +25,34 @@ def _inert_init(path: Path) -> bool:
     return not any(isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) for n in ast.walk(tree))
 
 
+CODE = ("mwpgen/", "tasks/", "flows/", "orchestration/", "tracking/")
+
+
+def _runs(stage: dict) -> set[str]:
+    """The project files the stage's command really runs: its import closure, less inert package __init__s."""
+    module = re.search(r"python -m (\S+)", stage["cmd"]).group(1)
+    return {str(f) for f in closure(ROOT, module) if not _inert_init(f)}
+
+
 def missing_deps(stage: dict) -> list[str]:
     """Project files the stage's command imports that none of its deps (file or folder) covers."""
-    module = re.search(r"python -m (\S+)", stage["cmd"]).group(1)
     deps = [str(d).rstrip("/") for d in stage.get("deps", [])]
     covered = lambda f: any(f == d or f.startswith(d + "/") for d in deps)  # noqa: E731
-    return sorted(str(f) for f in closure(ROOT, module) if not covered(str(f)) and not _inert_init(f))
+    return sorted(f for f in _runs(stage) if not covered(f))
+
+
+def extra_deps(stage: dict) -> list[str]:
+    """Code deps the stage never runs: a file outside its import closure, or a folder holding one."""
+    runs = _runs(stage)
+    extra = []
+    for dep in (str(d).rstrip("/") for d in stage.get("deps", [])):
+        if not dep.startswith(CODE):
+            continue  # data
+        files = [dep] if dep.endswith(".py") else \
+            [str(p.relative_to(ROOT)) for p in sorted((ROOT / dep).rglob("*.py")) if "__pycache__" not in p.parts]
+        extra += [f"{dep} ({f})" if f != dep else dep for f in files
+                  if f not in runs and not _inert_init(Path(f))]
+    return extra
 
 
 def test_every_stage_depends_on_the_code_it_runs():
@@ -39,12 +62,27 @@ def test_every_stage_depends_on_the_code_it_runs():
         f"  stage {name}: {', '.join(files)}" for name, files in problems.items())
 
 
+def test_no_stage_depends_on_code_it_does_not_run():
+    problems = {name: extra_deps(stage) for name, stage in STAGES.items()}
+    problems = {name: paths for name, paths in problems.items() if paths}
+    assert not problems, "dvc.yaml deps name code the stage never imports:\n" + "\n".join(
+        f"  stage {name}: {', '.join(paths)}" for name, paths in problems.items())
+
+
 def test_a_removed_dependency_is_caught():
     stage = dict(STAGES["train_ours"])
     stage["deps"] = [d for d in stage["deps"] if d != "mwpgen/ours"]
     assert "mwpgen/ours/selector.py" in missing_deps(stage)
-    stage["deps"] = [d for d in STAGES["evaluate"]["deps"] if d != "mwpgen/data"]
-    assert "mwpgen/data/masking.py" in missing_deps({**STAGES["evaluate"], "deps": stage["deps"]})
+    stage = dict(STAGES["evaluate"])
+    stage["deps"] = [d for d in stage["deps"] if d != "mwpgen/data/masking.py"]
+    assert "mwpgen/data/masking.py" in missing_deps(stage)
+
+
+def test_an_extra_dependency_is_caught():
+    stage = dict(STAGES["evaluate"])
+    assert not extra_deps(stage)
+    assert extra_deps({**stage, "deps": [*stage["deps"], "mwpgen/data/translate.py"]}) == ["mwpgen/data/translate.py"]
+    assert "mwpgen/ours (mwpgen/ours/training.py)" in extra_deps({**stage, "deps": [*stage["deps"], "mwpgen/ours"]})
 
 
 def _rendered_outputs(stage: dict, item: dict) -> list[str]:

@@ -230,7 +230,7 @@ def test_verified_candidates_come_first_each_group_by_likelihood(bundle):
 
 def test_the_log_likelihood_is_the_generators_teacher_forced_one(bundle):
     from mwpgen.service import Service
-    from mwpgen.ours.steps import JointExample, encode_joint
+    from mwpgen.ours.inputs import JointExample, encode_joint
 
     service = Service.load(bundle, "cpu")
     enc = encode_joint(service.tokenizer, JointExample("x = num1 - num2", "", ("Joan",)))

@@ -67,7 +67,7 @@ def test_embedding_matrix_counts_coverage_and_keeps_random_rows(tmp_path):
 def test_glove_rows_load_into_the_rnn(tmp_path):
     import torch
 
-    from mwpgen.seq2seq import build_model
+    from mwpgen.seq2seq.checkpoint import build_model
 
     vocab = Vocab.build([["the", "apples"]])
     init = embedding_matrix(vocab, load_glove(write(tmp_path / "g.txt", TINY), dim=3), 3, np.random.default_rng(0))

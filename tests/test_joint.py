@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.ours.steps import (JointConfig, JointExample, JointModels, encode_joint, generator_inputs, joint_step,
-                          make_optimizers, phase2_losses)
+from mwpgen.config.schema import OursTrainParams
+from mwpgen.ours.inputs import JointExample, encode_joint, generator_inputs
+from mwpgen.ours.steps import JointModels, joint_step, make_optimizers, phase2_losses
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
@@ -57,7 +58,7 @@ def test_phase2_eq_gradient_reaches_generator_not_frozen_selector(tiny_path):
     m = fresh_models(tiny_path)
     torch.manual_seed(0)
     batch = [encode_joint(m.tokenizer, ex) for ex in EXAMPLES]
-    losses = phase2_losses(m, batch, JointConfig(relaxation="gumbel", tau=0.5))
+    losses = phase2_losses(m, batch, OursTrainParams(relaxation="gumbel", tau=0.5))
     assert set(losses) == {"loss", "lm", "eq", "mwp2eq"}
     losses["eq"].backward(retain_graph=True)  # L_eq alone
     assert m.generator.model.layers[1].mlp.up_proj.weight.grad.abs().sum() > 0
@@ -74,7 +75,7 @@ def test_one_mwp2eq_pass_can_serve_l_eq_and_its_training(tiny_path):
     m = fresh_models(tiny_path)
     torch.manual_seed(0)
     batch = [encode_joint(m.tokenizer, ex) for ex in EXAMPLES]
-    losses = phase2_losses(m, batch, JointConfig(mwp2eq_on_generated=True, mwp2eq_on_real=False))
+    losses = phase2_losses(m, batch, OursTrainParams(mwp2eq_phase2="generated"))
     assert set(losses) == {"loss", "lm", "eq"}
     losses["eq"].backward()
     assert m.generator.get_input_embeddings().weight.grad.abs().sum() > 0
@@ -82,8 +83,8 @@ def test_one_mwp2eq_pass_can_serve_l_eq_and_its_training(tiny_path):
 
 
 def test_switches():
-    with pytest.raises(ValueError, match="context_source"):
-        JointConfig(context_source="tfidf")
+    with pytest.raises(ValueError, match="context"):
+        OursTrainParams(context="keywords")
 
 
 def _mean(xs):
@@ -94,7 +95,7 @@ def test_joint_steps_reduce_the_loss(tiny_path):
     m = fresh_models(tiny_path)
     torch.manual_seed(0)
     opts = make_optimizers(m, lr=1e-2, selector_lr=1e-2)
-    cfg = JointConfig(alpha=1.0, beta=0.5, rho=0.2, permute_context=True)
+    cfg = OursTrainParams(alpha=1.0, beta=0.5, rho=0.2)
     p1 = [joint_step(1, m, EXAMPLES, opts, cfg) for _ in range(12)]
     assert {"loss", "lm", "kl", "selected_frac"} <= set(p1[0])
     assert _mean([r["loss"] for r in p1[-3:]]) < 0.8 * _mean([r["loss"] for r in p1[:3]])
@@ -104,12 +105,12 @@ def test_joint_steps_reduce_the_loss(tiny_path):
     for key in ("loss", "lm", "eq", "mwp2eq"):
         assert _mean([r[key] for r in p2[-3:]]) < _mean([r[key] for r in p2[:3]]), key
     # Ablation switches run: softmax relaxation, no L_eq, given keywords without a selector.
-    out = joint_step(2, m, EXAMPLES, opts, JointConfig(relaxation="softmax"))
+    out = joint_step(2, m, EXAMPLES, opts, OursTrainParams(relaxation="softmax"))
     assert "eq" in out
-    out = joint_step(2, m, EXAMPLES, opts, JointConfig(use_eq_loss=False))
+    out = joint_step(2, m, EXAMPLES, opts, OursTrainParams(equation_loss=False))
     assert "eq" not in out and out["loss"] == pytest.approx(out["lm"])
     no_sel = JointModels(m.generator, m.mwp2eq, m.tokenizer, selector=None)
-    kw = JointConfig(context_source="keywords")
+    kw = OursTrainParams(context="noun")
     for phase in (1, 2):
-        out = joint_step(phase, no_sel, EXAMPLES, make_optimizers(no_sel), kw)
+        out = joint_step(phase, no_sel, EXAMPLES, make_optimizers(no_sel, lr=5e-5, selector_lr=0.0), kw)
         assert "kl" not in out

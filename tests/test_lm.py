@@ -42,7 +42,8 @@ def trained(tiny_dir, tmp_path_factory):
     ckpt = tmp_path_factory.mktemp("ckpt") / "final"
     logs: list[dict] = []
     result = train_causal_lm(model, tok, GEN + PARSE, epochs=40, batch_size=4, lr=1e-2, max_length=64, seed=0,
-                             device="cpu", mixed_precision=True, checkpoint_dir=ckpt, log_every=20,
+                             device="cpu", mixed_precision=True, checkpoint_dir=ckpt, log_every=20, max_steps=0,
+                             grad_accum=1, eval_every=0, patience=0, save_every=10,
                              on_log=logs.append)
     return model, tok, ckpt, result, logs
 

@@ -34,7 +34,8 @@ VALIDATION = [generator_example(r["equation"], KEYWORDS[r["id"]], r["text"]) for
 TRAIN = generator_epochs(RECORDS[:5], KEYWORDS, p=0.3, seed=5)  # fresh keyword dropout per epoch
 # 5 examples, batch 2: 3 steps per epoch, 4 epochs = 12 steps.
 SETTINGS = dict(epochs=4, batch_size=2, lr=1e-2, max_length=64, seed=3, device="cpu", log_every=2, eval_every=2,
-                save_every=2, validation=VALIDATION)
+                save_every=2, validation=VALIDATION, max_steps=0, grad_accum=1, patience=0)
+NO_VALIDATION = dict(max_steps=0, grad_accum=1, eval_every=0, patience=0, save_every=10)  # what the tests leave out
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +98,10 @@ def test_killed_run_resumes_bit_for_bit(tiny_dir, tmp_path, case):
     saved = torch.load(state / STATE_FILE, map_location="cpu", weights_only=True)  # plain tensors and containers
     saved_step = kill_at - kill_at % 2
     assert saved["run"]["step"] == saved_step and len(saved["run"]["losses"]) == saved_step
-    assert saved["best_is_current"] == (saved["run"]["best_step"] == saved_step)
-    assert case != "fp32" or not saved["best_is_current"]  # that case covers best weights kept beside the current
-    assert (saved["best_weights"] is not None) == (settings["validation"] is not None and not saved["best_is_current"])
+    best = saved["stopping"]
+    assert best["best_is_current"] == (best["best_step"] == saved_step)
+    assert case != "fp32" or not best["best_is_current"]  # that case covers best weights kept beside the current
+    assert (best["weights"] is not None) == (settings["validation"] is not None and not best["best_is_current"])
 
     model, tok = fresh(tiny_dir, dropout=0.2)
     out = tmp_path / "final"
@@ -145,7 +147,8 @@ def test_early_stopping_keeps_the_best_weights(tiny_dir, tmp_path):
     out = tmp_path / "best"
     result = train_causal_lm(model, tok, train, epochs=30, batch_size=2, lr=3e-2, max_length=64, seed=0,
                              mixed_precision=False, validation=contrary, eval_every=2, patience=3,
-                             checkpoint_dir=out, resume_dir=tmp_path / "resume")
+                             checkpoint_dir=out, resume_dir=tmp_path / "resume", max_steps=0, grad_accum=1,
+                             save_every=10)
     assert result["stopped_early"] and result["steps"] < 30 * 4
     vals = [r["val_loss"] for r in result["val"]]
     assert result["best_val_loss"] == min(vals) and vals[-3:] and min(vals[-3:]) > result["best_val_loss"]
@@ -162,7 +165,7 @@ def test_a_validation_score_chooses_the_checkpoint(tiny_dir, tmp_path):
     evaluator's real score, its exact parse accuracy on the validation slice, runs on the tiny model."""
     scripted = iter([0.1, 0.2, 0.6, 0.3, 0.5, 0.2, 0.9])  # the third evaluation is the best
     model, tok = fresh(tiny_dir)
-    result = train_causal_lm(model, tok, TRAIN, **{**SETTINGS, "epochs": 10}, mixed_precision=False, patience=3,
+    result = train_causal_lm(model, tok, TRAIN, **{**SETTINGS, "epochs": 10, "patience": 3}, mixed_precision=False,
                              val_score=lambda m, t: next(scripted))
     scores = [r["val_score"] for r in result["val"]]
     assert scores == [0.1, 0.2, 0.6, 0.3, 0.5, 0.2] and result["stopped_early"]
@@ -179,8 +182,8 @@ def test_a_validation_score_chooses_the_checkpoint(tiny_dir, tmp_path):
 
 def test_without_validation_trains_to_the_cap(tiny_dir):
     model, tok = fresh(tiny_dir)
-    result = train_causal_lm(model, tok, TRAIN, epochs=2, batch_size=2, lr=1e-2, max_length=64, max_steps=5,
-                             mixed_precision=False)
+    result = train_causal_lm(model, tok, TRAIN, epochs=2, batch_size=2, lr=1e-2, max_length=64,
+                             mixed_precision=False, **{**NO_VALIDATION, "max_steps": 5})
     assert result["steps"] == 5 and result["val"] == [] and result["best_step"] is None
     assert result["best_val_loss"] is None and not result["stopped_early"] and result["precision"] == "fp32"
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, phase1_losses
+from mwpgen.config.schema import OursTrainParams
+from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.ours.steps import JointModels, phase1_losses
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
@@ -117,7 +119,7 @@ def test_straight_through_gives_psi_gradient_from_lm(tiny):
     sel = ContextSelector.from_model(model)
     models = JointModels(model, model, tok, sel)  # the mwp2eq is unused in phase 1
     batch = [encode_joint(tok, JointExample(e, p)) for e, p in RECORDS]
-    losses = phase1_losses(models, batch, JointConfig(use_context_loss=False))
+    losses = phase1_losses(models, batch, OursTrainParams(context_loss=False))
     assert set(losses) >= {"loss", "lm", "kl"}
     losses["lm"].backward()  # L_LM alone: its only route to Psi is the straight-through estimator
     assert sel.proj.weight.grad is not None and sel.proj.weight.grad.abs().sum() > 0

@@ -9,11 +9,14 @@ import random
 import pytest
 import torch
 
-from mwpgen.seq2seq import (MODEL_PRESETS, TRAIN_PRESETS, Vocab, beam_search, build_model, build_vocabs, decode_problems,
-                            greedy_decode, load_checkpoint, noam_lr, sequence_logprob, source_tokens,
-                            train_seq2seq, training_epochs)
+from mwpgen.seq2seq.checkpoint import build_model, load_checkpoint
+from mwpgen.seq2seq.decode import beam_search, decode_problems, greedy_decode, sequence_logprob
+from mwpgen.seq2seq.train import MODEL_PRESETS, TRAIN_PRESETS, train_seq2seq, training_epochs
+from mwpgen.seq2seq.transformer import noam_lr
+from mwpgen.seq2seq.vocab import Vocab, build_vocabs, source_tokens
 from mwpgen.seq2seq.decode import pad_batch
-from mwpgen.seq2seq.train import collate, encode_example, make_batches, save_checkpoint
+from mwpgen.seq2seq.checkpoint import save_checkpoint
+from mwpgen.seq2seq.train import collate, encode_example, make_batches
 from mwpgen.seq2seq.transformer import noam_scheduler
 from mwpgen.seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, SEP, SPECIALS, UNK_ID
 
@@ -63,7 +66,7 @@ def trained(request, vocabs, examples, tmp_path_factory):
     ckpt = tmp_path_factory.mktemp(request.param) / "ckpt"
     logs: list[dict] = []
     result = train_seq2seq(model, examples, steps=steps, seed=0, log_every=20, on_log=logs.append,
-                           checkpoint_dir=ckpt, vocabs=vocabs, **train_cfg)
+                           checkpoint_dir=ckpt, vocabs=vocabs, eval_every=0, patience=0, save_every=50, **train_cfg)
     result["on_log"] = logs
     return request.param, model, result, ckpt
 
@@ -194,7 +197,7 @@ def test_paper_adagrad_setting_reduces_the_loss(vocabs, examples):
     model = build_model({**CONFIGS["attn-rnn"][0], "src_vocab_size": len(src_vocab),
                          "tgt_vocab_size": len(tgt_vocab)}, seed=0)
     result = train_seq2seq(model, examples, steps=25, seed=0, **{**TRAIN_PRESETS["seq2seq-rnn"], "batch_size": 5},
-                           log_every=100)
+                           log_every=100, eval_every=0, patience=0, save_every=50)
     assert result["losses"][-1] < 0.8 * result["losses"][0]
     assert result["log"][-1]["lr"] == pytest.approx(0.15)
 
@@ -273,7 +276,7 @@ def test_validation_keeps_the_best_weights_and_stops_early(vocabs, examples):
     model, train_cfg = _fresh(vocabs)
     # Validation on other problems than the training ones: overfitting 3 examples raises its NLL at some point.
     result = train_seq2seq(model, examples[:3] * 2, steps=200, seed=0, log_every=1000, validation=examples[3:],
-                           eval_every=5, patience=3, **train_cfg)
+                           eval_every=5, patience=3, save_every=50, **train_cfg)
     steps, losses = [s for s, _ in result["val"]], [v for _, v in result["val"]]
     assert steps[:2] == [5, 10] and result["best_val_loss"] == min(losses)
     assert result["best_step"] == steps[losses.index(min(losses))]
@@ -288,7 +291,7 @@ def test_a_killed_run_resumes_to_the_same_weights(vocabs, examples, tmp_path):
     def run(on_log=None):
         model, train_cfg = _fresh(vocabs)
         out = train_seq2seq(model, examples, steps=14, seed=0, log_every=1, on_log=on_log, validation=examples[:2],
-                            eval_every=4, resume_dir=tmp_path / "state", save_every=3, **train_cfg)
+                            eval_every=4, patience=0, resume_dir=tmp_path / "state", save_every=3, **train_cfg)
         return model, out
 
     reference, ref_out = run()

@@ -19,9 +19,11 @@ from mwpgen.seq2seq import glove
 from mwpgen.config.profiles import apply_profile
 from mwpgen.config.schema import Seq2SeqTrainParams, load_params
 from mwpgen.io import DataFormatError
-from mwpgen.seq2seq import MODEL_PRESETS, TRAIN_PRESETS, load_checkpoint, paper_steps
-from mwpgen.seq2seq.baseline import (NOT_RUN_FILE, SEQ2SEQ_MODELS, baseline_setup, generate_baseline, read_not_run,
-                                     train_baseline, write_not_run)
+from mwpgen.seq2seq.checkpoint import load_checkpoint
+from mwpgen.seq2seq.train import MODEL_PRESETS, TRAIN_PRESETS, paper_steps
+from mwpgen.seq2seq.baseline import SEQ2SEQ_MODELS, baseline_setup, train_baseline
+from mwpgen.seq2seq.not_run import NOT_RUN_FILE, read_not_run, write_not_run
+from mwpgen.seq2seq.decode import generate_baseline
 
 ROOT = Path(__file__).resolve().parent.parent
 

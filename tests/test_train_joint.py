@@ -11,13 +11,14 @@ from mwpgen.ours.ablation import VARIANTS, check_variants, variant_of, variant_p
 from mwpgen.registry import ablation_model
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.decoding import generate_texts
-from mwpgen.ours.steps import JointConfig, JointExample, JointModels
+from mwpgen.ours.inputs import JointExample
+from mwpgen.ours.steps import JointModels
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import generator_example, generator_prompt, mwp2eq_example
 from mwpgen.ours.bundle import generate_with_context, load_bundle, save_bundle
 from mwpgen.ours.selector import ContextSelector
-from mwpgen.ours.training import Schedule, train_joint
+from mwpgen.ours.training import phase_steps, train_joint
 from mwpgen.resume import STATE_FILE, ResumeMismatch
 
 RECORDS = [
@@ -29,7 +30,16 @@ RECORDS = [
     ("x = ( num1 - num2 )", "A bus had num1 people . num2 got off . How many are on the bus ?", ("bus",)),
 ]
 EXAMPLES = [JointExample(e, p, k) for e, p, k in RECORDS]
-SCHEDULE = Schedule(phase1_epochs=2, phase2_epochs=1, batch_size=2, lr=1e-2, seed=7, save_every=2, log_every=2)
+
+
+def settings(phase1: int = 2, phase2: int = 1, max1: int = 0, max2: int = 0, **kw) -> OursTrainParams:
+    """`train.ours` for the tiny runs: no validation schedule unless asked, one learning rate for all models."""
+    return OursTrainParams(phase1={"epochs": phase1, "max_steps": max1}, phase2={"epochs": phase2, "max_steps": max2},
+                           **{"batch_size": 2, "lr": 1e-2, "selector_lr": 0.0, "save_every": 2, "eval_every": 0,
+                              "patience": 0, "rho": 0.2, **kw})
+
+
+SETTINGS = settings()
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +68,15 @@ class Killed(Exception):
 
 
 def test_schedule_counts_steps_per_phase():
-    assert SCHEDULE.phase_steps(5) == (6, 3)  # 3 batches per epoch
-    assert Schedule(phase1_epochs=3, phase1_max_steps=4, phase2_max_steps=1, batch_size=2).phase_steps(5) == (4, 1)
+    assert phase_steps(SETTINGS, 5) == (6, 3)  # 3 batches per epoch
+    assert phase_steps(settings(phase1=3, max1=4, max2=1), 5) == (4, 1)
+    assert phase_steps(settings(phase2=0), 5) == (6, 0)  # a skipped phase
 
 
 def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
     """Kill after step 5 (last checkpoint at step 4): the rerun replays step 5 and ends bit-for-bit equal."""
-    config = JointConfig(relaxation="gumbel", rho=0.2)
     reference = fresh_models(tiny_path)
-    ref = train_joint(reference, EXAMPLES, config, SCHEDULE)
+    ref = train_joint(reference, EXAMPLES, SETTINGS, seed=7, log_every=2)
     assert ref["steps"] == (6, 3) and [h["phase"] for h in ref["history"]] == [1] * 6 + [2] * 3
 
     state = tmp_path / "state"
@@ -76,10 +86,11 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
             raise Killed
 
     with pytest.raises(Killed):
-        train_joint(fresh_models(tiny_path), EXAMPLES, config, SCHEDULE, state_dir=state, on_step=kill)
+        train_joint(fresh_models(tiny_path), EXAMPLES, SETTINGS, seed=7, log_every=2, state_dir=state,
+                    on_step=kill)
     assert (state / STATE_FILE).exists()
     resumed_models = fresh_models(tiny_path)
-    resumed = train_joint(resumed_models, EXAMPLES, config, SCHEDULE, state_dir=state)
+    resumed = train_joint(resumed_models, EXAMPLES, SETTINGS, seed=7, log_every=2, state_dir=state)
     assert resumed["resumed_from"] == 4
     expected, got = params_of(reference), params_of(resumed_models)
     assert expected.keys() == got.keys()
@@ -91,23 +102,23 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
 
 def test_a_state_from_other_settings_is_refused(tiny_path, tmp_path):
     state = tmp_path / "state"
-    short = Schedule(phase1_epochs=1, phase1_max_steps=2, phase2_max_steps=1, batch_size=2, save_every=1, seed=7)
+    short = settings(phase1=1, max1=2, max2=1, save_every=1)
 
     def kill(step):
         raise Killed
 
     with pytest.raises(Killed):
-        train_joint(fresh_models(tiny_path), EXAMPLES, JointConfig(), short, state_dir=state, on_step=kill)
+        train_joint(fresh_models(tiny_path), EXAMPLES, short, seed=7, log_every=2, state_dir=state, on_step=kill)
     with pytest.raises(ResumeMismatch, match="different settings"):
-        train_joint(fresh_models(tiny_path), EXAMPLES, JointConfig(alpha=2.0), short, state_dir=state)
+        train_joint(fresh_models(tiny_path), EXAMPLES, short.model_copy(update={"alpha": 2.0}), seed=7, log_every=2,
+                    state_dir=state)
 
 
 def test_selector_learns_in_phase1_and_is_frozen_in_phase2(tiny_path):
     models = fresh_models(tiny_path)
     before = models.selector.proj.weight.detach().clone()
     snapshots = {}
-    train_joint(models, EXAMPLES, JointConfig(), Schedule(phase1_max_steps=2, phase2_max_steps=2, batch_size=2,
-                                                          lr=1e-2, seed=1),
+    train_joint(models, EXAMPLES, settings(max1=2, max2=2), seed=1, log_every=2,
                 on_step=lambda g: snapshots.setdefault(g, models.selector.proj.weight.detach().clone()))
     assert not torch.equal(before, snapshots[2])  # phase 1 trains Psi
     assert torch.equal(snapshots[2], snapshots[4])  # phase 2 does not
@@ -162,23 +173,21 @@ def test_variants_switch_the_documented_settings():
 def test_without_l_eq_no_mwp2eq_is_trained_and_with_it_one_is_required(tiny_path):
     gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
     models = JointModels(gen, None, tok, None)
-    result = train_joint(models, EXAMPLES, JointConfig(context_source="keywords", use_eq_loss=False),
-                         Schedule(phase1_max_steps=2, phase2_max_steps=2, batch_size=2, seed=1))
+    result = train_joint(models, EXAMPLES, settings(max1=2, max2=2, context="noun", equation_loss=False), seed=1,
+                         log_every=2)
     assert [sorted(h) for h in result["history"]][-1] == ["epoch", "lm", "loss", "phase", "step", "step_s"]
     with pytest.raises(ValueError, match="needs the mwp2eq model"):
-        train_joint(JointModels(gen, None, tok, None), EXAMPLES, JointConfig(context_source="keywords"),
-                    Schedule(phase1_max_steps=1, phase2_max_steps=1, batch_size=2, seed=1))
+        train_joint(JointModels(gen, None, tok, None), EXAMPLES, settings(max1=1, max2=1, context="noun"), seed=1,
+                    log_every=2)
 
 
 def test_each_phase_ends_with_its_best_validation_weights_and_can_stop_early(tiny_path, tmp_path):
-    from dataclasses import replace
-
     from mwpgen.ours.selection import context_lm_loss
 
-    config = JointConfig(relaxation="gumbel", rho=0.2)
-    schedule = replace(SCHEDULE, phase1_epochs=6, eval_every=1, patience=2)  # lr 1e-2: overfits, val loss turns
+    schedule = settings(phase1=6, eval_every=1, patience=2)  # lr 1e-2: overfits, val loss turns
     models = fresh_models(tiny_path)
-    out = train_joint(models, EXAMPLES[:3], config, schedule, validation=EXAMPLES[3:], state_dir=tmp_path / "s")
+    out = train_joint(models, EXAMPLES[:3], schedule, seed=7, log_every=2, validation=EXAMPLES[3:],
+                      state_dir=tmp_path / "s")
     s1, s2 = out["steps"]
     phase1 = [v for v in out["val"] if v["phase"] == 1]
     assert len(phase1) < s1 and any(h.get("stopped_phase") == 1 for h in out["history"])  # stopped early
@@ -187,4 +196,4 @@ def test_each_phase_ends_with_its_best_validation_weights_and_can_stop_early(tin
     phase2 = [v for v in out["val"] if v["phase"] == 2]
     best2 = min(v["val_loss"] for v in phase2)
     # the weights that go on are the best ones measured, not the last ones
-    assert context_lm_loss(models, EXAMPLES[3:], config, 0.5) == pytest.approx(best2, abs=1e-5)
+    assert context_lm_loss(models, EXAMPLES[3:], schedule.max_problem_tokens, 0.5) == pytest.approx(best2, abs=1e-5)

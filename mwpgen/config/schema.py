@@ -131,7 +131,8 @@ class EvaluatorTrainParams(GeneratorTrainParams):
 
 
 class OursPhaseParams(Section):
-    epochs: int = Field(1, ge=1, le=100, description="Passes over the (subsampled) training fold in this phase.")
+    epochs: int = Field(1, ge=0, le=100, description="Passes over the (subsampled) training fold in this phase "
+                        "(0: the phase is skipped, as flows.sweep_selector skips phase 2).")
     max_steps: int = Field(0, ge=0, description="Stop the phase after this many optimizer steps (0 = no cap).")
 
 

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from mwpgen import resume
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
-from mwpgen.resume import STATE_FILE
+from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
 from mwpgen.runtime import ProgressLog, autocast_dtype, needs_grad_scaler
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
@@ -53,12 +53,6 @@ def lm_loss(logits: torch.Tensor, labels: torch.Tensor, reduction: str = "mean")
     shift_labels = labels[:, 1:]
     return F.cross_entropy(shift_logits.reshape(-1, shift_logits.size(-1)), shift_labels.reshape(-1),
                            ignore_index=IGNORE_INDEX, reduction=reduction)
-
-
-def _batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
-    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)  # reproducible per (seed, epoch)
-    order = torch.randperm(n, generator=g).tolist()
-    return [order[i : i + batch_size] for i in range(0, n, batch_size)]
 
 
 def validation_batches(tokenizer, examples: Sequence[LMExample], batch_size: int,
@@ -103,23 +97,23 @@ def train_causal_lm(
     *,
     epochs: int,
     batch_size: int,
-    lr: float = 5e-5,
-    max_length: int = 128,
+    lr: float,
+    max_length: int,
     seed: int = 0,
     device: str | torch.device = "cpu",
     mixed_precision: bool = True,
     checkpoint_dir: Path | None = None,
     log_every: int = 10,
     on_log: Callable[[dict], None] | None = None,
-    max_steps: int | None = None,
-    grad_accum: int = 1,
+    max_steps: int,
+    grad_accum: int,
     max_grad_norm: float = 1.0,
     validation: Sequence[LMExample] | None = None,
-    eval_every: int = 0,
-    patience: int = 0,
+    eval_every: int,
+    patience: int,
     on_eval: Callable[[dict], None] | None = None,
     resume_dir: Path | None = None,
-    save_every: int = 10,
+    save_every: int,
     fingerprint_extra: dict | None = None,
     on_step: Callable[[int], None] | None = None,
     val_score: Callable[[torch.nn.Module, Any], float] | None = None,
@@ -150,7 +144,7 @@ def train_causal_lm(
     get_examples = examples if callable(examples) else (lambda _epoch: examples)
     n_examples = len(get_examples(0))
     steps_per_epoch = math.ceil(math.ceil(n_examples / batch_size) / grad_accum)
-    total_steps = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
+    total_steps = min(max_steps, epochs * steps_per_epoch) if max_steps else epochs * steps_per_epoch
     validation = list(validation or [])
     val_batches = validation_batches(tokenizer, validation, batch_size, max_length) if validation else []
 
@@ -158,76 +152,57 @@ def train_causal_lm(
                 "grad_accum": grad_accum, "max_grad_norm": max_grad_norm, "total_steps": total_steps,
                 "eval_every": eval_every, "patience": patience, "precision": str(amp_dtype), "device": device.type,
                 "checkpoint_by": "score" if val_score is not None else "loss"}
-    fp = run_fingerprint(settings, get_examples(0), validation, model, fingerprint_extra)
-    state_path = Path(resume_dir) / STATE_FILE if resume_dir is not None else None
-
-    # Everything a resumed run restores (the model and optimizer aside).
-    run: dict[str, Any] = {"step": 0, "losses": [], "val": [], "best_val_loss": math.inf, "best_step": None,
-                           "best_val_score": None,
-                           "bad_evals": 0, "stopped_early": False, "tokens": 0, "wall_time_s": 0.0}
-    best_weights: dict[str, torch.Tensor] | None = None
+    checkpoints = Checkpoints(resume_dir, run_fingerprint(settings, get_examples(0), validation, model,
+                                                          fingerprint_extra), save_every)
+    stopping = EarlyStopping({"model": model}, patience)
     progress = ProgressLog(total_steps, log_every, on_log)
+    # Everything a resumed run restores besides the model, the optimizer and the early stopping.
+    run: dict[str, Any] = {"step": 0, "losses": [], "val": [], "tokens": 0, "wall_time_s": 0.0}
     resumed_from = 0
-    state = resume.load(state_path, fp) if state_path is not None else None
+    state = checkpoints.load()
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
+        stopping.load_state_dict(state["stopping"])
         run = state["run"]
-        best_weights = resume.snapshot(model) if state["best_is_current"] else state["best_weights"]
         progress.load_state_dict(state["progress"])
         del state  # ~3x the weights: not held through training
         resumed_from = run["step"]
-        print(f"resuming from {state_path} at step {resumed_from}/{total_steps}", flush=True)
+        print(f"resuming from {resume_dir} at step {resumed_from}/{total_steps}", flush=True)
 
-    def save_state() -> None:
-        best_is_current = run["best_step"] == run["step"]
-        resume.save(state_path, fp, {
-            "run": {**run, "wall_time_s": run["wall_time_s"] + time.perf_counter() - t_start},
-            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else {},
-            "best_is_current": best_is_current, "best_weights": None if best_is_current else best_weights,
-            "progress": progress.state_dict()})
+    def state_at(step: int) -> dict:
+        return {"run": {**run, "wall_time_s": run["wall_time_s"] + time.perf_counter() - t_start},
+                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scaler": scaler.state_dict() if scaler is not None else {}, "stopping": stopping.state_dict(step),
+                "progress": progress.state_dict()}
 
-    def evaluate(epoch: int) -> None:
-        nonlocal best_weights
+    def evaluate(step: int, epoch: int) -> None:
         loss = validation_loss(model, val_batches, device, amp_dtype)
         score = val_score(model, tokenizer) if val_score is not None else None
-        step = run["step"]
-        if score is None:
-            better = loss < run["best_val_loss"]
-        else:
-            better = run["best_val_score"] is None or (score, -loss) > (run["best_val_score"], -run["best_val_loss"])
-        if better:
-            run.update(best_val_loss=loss, best_val_score=score, best_step=step, bad_evals=0)
-            best_weights = resume.snapshot(model)
-        else:
-            run["bad_evals"] += 1
-        record = {"step": step, "epoch": epoch, "val_loss": loss, "best_val_loss": run["best_val_loss"],
-                  "best_step": run["best_step"]}
+        stopping.measure(step, loss, score)
+        record = {"step": step, "epoch": epoch, "val_loss": loss, "best_val_loss": stopping.best_loss,
+                  "best_step": stopping.best_step}
         if score is not None:
-            record.update(val_score=score, best_val_score=run["best_val_score"])
+            record.update(val_score=score, best_val_score=stopping.best_score)
         run["val"].append(record)
         shown = f"val_loss {loss:.4f}" + (f" val_score {score:.4f}" if score is not None else "")
-        best = run["best_val_score"] if score is not None else run["best_val_loss"]
-        print(f"eval step {step}/{total_steps} ep {epoch} {shown} (best {best:.4f} at step {run['best_step']})",
+        best = stopping.best_score if score is not None else stopping.best_loss
+        print(f"eval step {step}/{total_steps} ep {epoch} {shown} (best {best:.4f} at step {stopping.best_step})",
               flush=True)
         if on_eval is not None:
             on_eval(record)
-        if patience and run["bad_evals"] >= patience:
-            run["stopped_early"] = True
 
-    t_start = time.perf_counter()
-    if val_batches and run["step"] == 0:
-        evaluate(0)  # the starting point: fine-tuning must beat it to replace it
-    encoded_epoch, encoded, micro_batches = None, [], []
-    while run["step"] < total_steps and not run["stopped_early"]:
-        epoch, position = divmod(run["step"], steps_per_epoch)
-        if encoded_epoch != epoch:
+    epoch_data: dict[int, tuple[list, list]] = {}  # the current epoch's encoded examples and micro-batches
+
+    def train_step(step: int) -> bool:
+        epoch, position = divmod(step - 1, steps_per_epoch)
+        if epoch not in epoch_data:
             encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
-            micro_batches = _batches(len(encoded), batch_size, seed, epoch)
-            encoded_epoch = epoch
+            epoch_data.clear()
+            epoch_data[epoch] = encoded, seeded_batches(len(encoded), batch_size, seed, epoch)
+        encoded, micro_batches = epoch_data[epoch]
         group = micro_batches[position * grad_accum : (position + 1) * grad_accum]
         step_loss = 0.0
         for idx in group:
@@ -250,33 +225,34 @@ def train_causal_lm(
         else:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        run["step"] += 1
+        run["step"] = step
         run["losses"].append(step_loss)
-        step = run["step"]
         progress.step(step, epoch, lr)
+        return step % steps_per_epoch == 0 or step == total_steps
 
-        epoch_end = step % steps_per_epoch == 0 or step == total_steps
-        if val_batches and (epoch_end or (eval_every and step % eval_every == 0)):
-            evaluate(epoch)
-        finished = step >= total_steps or run["stopped_early"]
-        if state_path is not None and not finished and step % save_every == 0:
-            save_state()
-        if on_step is not None:
-            on_step(step)
+    def measure(step: int, epoch_ended: bool) -> bool:
+        if val_batches and (epoch_ended or (eval_every and step % eval_every == 0)):
+            evaluate(step, (step - 1) // steps_per_epoch)
+        return stopping.out_of_patience
 
-    if run["stopped_early"] and (not progress.records or progress.records[-1]["step"] != run["step"]):
-        progress.step(run["step"], (run["step"] - 1) // steps_per_epoch, lr, force=True)  # the last partial window
-    if best_weights is not None and run["best_step"] != run["step"]:
-        model.load_state_dict(best_weights)  # checkpoint choice: the best validation score, else the lowest loss
+    t_start = time.perf_counter()
+    if val_batches and run["step"] == 0:
+        evaluate(0, 0)  # the starting point: fine-tuning must beat it to replace it
+    last = run_steps(run["step"], total_steps, step=train_step, after_step=measure,
+                     checkpoints=checkpoints, state=state_at, on_step=on_step)
+    stopped_early = stopping.out_of_patience
+    if stopped_early and (not progress.records or progress.records[-1]["step"] != last):
+        progress.step(last, (last - 1) // steps_per_epoch, lr, force=True)  # the last partial window
+    stopping.restore()  # checkpoint choice: the best validation score, else the lowest loss
     model.eval()
     wall = run["wall_time_s"] + time.perf_counter() - t_start
     if checkpoint_dir is not None:
         atomic_save_pretrained(model, tokenizer, Path(checkpoint_dir))
-    resume.remove(resume_dir)
+    checkpoints.remove()
     return {"losses": run["losses"], "log": progress.records, "val": run["val"], "steps": run["step"],
             "tokens": run["tokens"], "wall_time_s": wall,
             "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
-            "best_step": run["best_step"], "best_val_loss": run["best_val_loss"] if val_batches else None,
-            "best_val_score": run["best_val_score"],
-            "stopped_early": run["stopped_early"], "resumed_from": resumed_from,
+            "best_step": stopping.best_step, "best_val_loss": stopping.best_loss if val_batches else None,
+            "best_val_score": stopping.best_score,
+            "stopped_early": stopped_early, "resumed_from": resumed_from,
             "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]}

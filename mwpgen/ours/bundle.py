@@ -30,7 +30,7 @@ from safetensors.torch import load_file, save_file
 
 from mwpgen.lm.decoding import Decoding, _generation_config
 from mwpgen.io import atomic_directory
-from mwpgen.ours.steps import JointExample, encode_joint, pad_rows
+from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows
 from mwpgen.ours.selector import ContextSelector, selected_words, selector_batch
 
 BUNDLE_FORMAT = "mwpgen-ours/1"

@@ -3,7 +3,6 @@ context it picks (Table 5 and the selector sweep use these)."""
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from typing import Sequence
 
@@ -11,7 +10,8 @@ import torch
 
 from mwpgen.ours.bundle import select_context
 from mwpgen.ours.selector import selector_batch
-from mwpgen.ours.steps import JointConfig, JointExample, JointModels, encode_joint, generator_lm
+from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.ours.steps import JointModels, generator_lm
 
 
 @torch.no_grad()
@@ -34,19 +34,18 @@ def selection_stats(models: JointModels, examples: Sequence[JointExample], thres
 
 
 @torch.no_grad()
-def context_lm_loss(models: JointModels, examples: Sequence[JointExample], config: JointConfig, threshold: float,
-                    batch_size: int = 16) -> float:
+def context_lm_loss(models: JointModels, examples: Sequence[JointExample], max_problem_tokens: int,
+                    threshold: float, batch_size: int = 16) -> float:
     """Teacher-forced generator loss per target token with the context the selector picks at inference
     (c = 1{q > threshold}; without a selector, the examples' keywords): ours' validation score."""
-    config = dataclasses.replace(config, permute_context=False)  # a deterministic score
     total, n = 0.0, 0
     was_training = models.generator.training
     models.generator.eval()
     for start in range(0, len(examples), batch_size):
-        batch = [encode_joint(models.tokenizer, ex, config.max_problem_tokens)
+        batch = [encode_joint(models.tokenizer, ex, max_problem_tokens)
                  for ex in examples[start : start + batch_size]]
         c = select_context(models.selector, batch, threshold)[0] if models.selector is not None else None
-        _, lm_sum, n_tok, _ = generator_lm(models, batch, c, config)
+        _, lm_sum, n_tok, _ = generator_lm(models, batch, c, permute=False)  # a deterministic score
         total, n = total + float(lm_sum), n + n_tok
     models.generator.train(was_training)
     return total / max(n, 1)

@@ -3,18 +3,12 @@
     vocab.py        word-level vocabularies (training fold only, lowercased, OOV -> <unk>), source/target tokens
     rnn.py          LSTM encoder-decoder, optional Luong attention with input feeding
     transformer.py  transformer encoder-decoder + Noam schedule
-    decode.py       batched greedy and beam search
-    train.py        training loop, presets from the paper's configuration table, checkpoints
+    checkpoint.py   the model's constructor, its checkpoint folder, the marker of a baseline that did not run
+    decode.py       batched greedy and beam search; problems from a checkpoint
+    train.py        training loop, presets from the paper's configuration table
+    glove.py        GloVe vectors for seq2seq-rnn + GloVe
+    baseline.py     one baseline trained on a fold, as the train_seq2seq stage runs it
+
+Import the module you need (`from mwpgen.seq2seq.decode import ...`): this file imports nothing, so generating or
+scoring never loads (nor depends on) the training code.
 """
-
-from .decode import Hypothesis, beam_search, decode_problems, greedy_decode, sequence_logprob
-from .rnn import Seq2SeqRNN
-from .train import (MODEL_PRESETS, TRAIN_PRESETS, build_model, load_checkpoint, paper_steps, save_checkpoint,
-                    train_seq2seq, training_epochs)
-from .transformer import Seq2SeqTransformer, noam_lr
-from .vocab import Vocab, build_vocabs, source_tokens, target_tokens
-
-__all__ = ["Hypothesis", "beam_search", "decode_problems", "greedy_decode", "sequence_logprob", "Seq2SeqRNN",
-           "MODEL_PRESETS", "TRAIN_PRESETS", "build_model", "load_checkpoint", "paper_steps", "save_checkpoint",
-           "train_seq2seq", "training_epochs", "Seq2SeqTransformer", "noam_lr", "Vocab", "build_vocabs",
-           "source_tokens", "target_tokens"]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -29,15 +28,12 @@ import torch
 
 from mwpgen import registry
 from mwpgen.seq2seq.glove import GLOVE_DIM, GloveUnavailable, embedding_matrix, load_glove
-from mwpgen.io import DataFormatError, atomic_directory
 
-from .decode import decode_problems
-from .train import (MODEL_PRESETS, TRAIN_PRESETS, build_model, encode_example, load_checkpoint, train_seq2seq,
-                    training_epochs)
-from .vocab import build_vocabs, source_tokens
+from .checkpoint import build_model
+from .train import MODEL_PRESETS, TRAIN_PRESETS, encode_example, train_seq2seq, training_epochs
+from .vocab import build_vocabs
 
 SEQ2SEQ_MODELS = registry.names("seq2seq")
-NOT_RUN_FILE = "NOT_RUN.json"
 
 
 def training_steps(cfg, dataset: str) -> int:
@@ -121,40 +117,3 @@ def train_baseline(cfg, model: str, dataset: str, train_records: Sequence[Mappin
     return info
 
 
-def generate_baseline(checkpoint_dir: str | os.PathLike, equations: Sequence[str],
-                      keywords_lists: Sequence[Sequence[str]], decoding: str, num_beams: int, max_len: int,
-                      device: str | torch.device, *, alpha: float = 1.0, batch_size: int = 64) -> list[str]:
-    """One problem text per (equation, keywords), from a train_baseline checkpoint. decoding "greedy" or "beam"
-    (`num_beams` wide; length-normalised by logprob / length^alpha, see decode.py). Keywords outside the
-    training vocabulary become <unk>, as in the paper's seq2seq baseline."""
-    if decoding not in ("greedy", "beam"):
-        raise ValueError(f"decoding must be 'greedy' or 'beam', got {decoding!r}")
-    if len(equations) != len(keywords_lists):
-        raise ValueError(f"{len(equations)} equations but {len(keywords_lists)} keyword lists")
-    reason = read_not_run(checkpoint_dir)
-    if reason is not None:
-        raise RuntimeError(f"{checkpoint_dir} was not trained: {reason}")
-    model, src_vocab, tgt_vocab = load_checkpoint(checkpoint_dir, device)
-    sources = [source_tokens(eq, kws) for eq, kws in zip(equations, keywords_lists)]
-    return decode_problems(model, src_vocab, tgt_vocab, sources, beam_size=num_beams if decoding == "beam" else 1,
-                    max_len=max_len, alpha=alpha, batch_size=batch_size, device=device)
-
-
-def write_not_run(checkpoint_dir: str | os.PathLike, reason: str) -> Path:
-    """Replace `checkpoint_dir` by a folder holding only NOT_RUN_FILE = {"not_run": reason}: DVC still gets its
-    output, and no stale checkpoint of an earlier run survives beside the marker."""
-    with atomic_directory(checkpoint_dir) as tmp:
-        (tmp / NOT_RUN_FILE).write_text(json.dumps({"not_run": reason}, indent=2) + "\n", encoding="utf-8")
-    return Path(checkpoint_dir)
-
-
-def read_not_run(checkpoint_dir: str | os.PathLike) -> str | None:
-    """The reason a baseline was not trained (its NOT_RUN_FILE), or None for an ordinary checkpoint folder."""
-    path = Path(checkpoint_dir) / NOT_RUN_FILE
-    if not path.is_file():
-        return None
-    try:
-        reason = json.loads(path.read_text(encoding="utf-8"))["not_run"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise DataFormatError(path, f"not a not-run marker ({e})") from e
-    return str(reason or "not run (no reason recorded)")

@@ -17,12 +17,15 @@ alpha=0 for that.)
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import torch
 
-from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from .checkpoint import load_checkpoint
+from .not_run import read_not_run
+from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocab, source_tokens
 
 
 @dataclass
@@ -178,3 +181,22 @@ def decode_problems(model: torch.nn.Module, src_vocab: Vocab, tgt_vocab: Vocab, 
             hyps = beam_search(model, src, beam_size=beam_size, max_len=max_len, alpha=alpha)
         texts.extend(" ".join(tgt_vocab.decode(h.tokens)) for h in hyps)
     return texts
+
+
+def generate_baseline(checkpoint_dir: str | os.PathLike, equations: Sequence[str],
+                      keywords_lists: Sequence[Sequence[str]], decoding: str, num_beams: int, max_len: int,
+                      device: str | torch.device, *, alpha: float = 1.0, batch_size: int = 64) -> list[str]:
+    """One problem text per (equation, keywords), from a train_baseline checkpoint. decoding "greedy" or "beam"
+    (`num_beams` wide; length-normalised by logprob / length^alpha, see decode.py). Keywords outside the
+    training vocabulary become <unk>, as in the paper's seq2seq baseline."""
+    if decoding not in ("greedy", "beam"):
+        raise ValueError(f"decoding must be 'greedy' or 'beam', got {decoding!r}")
+    if len(equations) != len(keywords_lists):
+        raise ValueError(f"{len(equations)} equations but {len(keywords_lists)} keyword lists")
+    reason = read_not_run(checkpoint_dir)
+    if reason is not None:
+        raise RuntimeError(f"{checkpoint_dir} was not trained: {reason}")
+    model, src_vocab, tgt_vocab = load_checkpoint(checkpoint_dir, device)
+    sources = [source_tokens(eq, kws) for eq, kws in zip(equations, keywords_lists)]
+    return decode_problems(model, src_vocab, tgt_vocab, sources, beam_size=num_beams if decoding == "beam" else 1,
+                           max_len=max_len, alpha=alpha, batch_size=batch_size, device=device)

@@ -16,32 +16,25 @@ summary), src_vocab.json, tgt_vocab.json; written into a temp folder beside it, 
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import random
 import time
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from mwpgen import resume
-from mwpgen.resume import STATE_FILE
+from mwpgen.loop import Checkpoints, EarlyStopping, run_steps
 from mwpgen.runtime import ProgressLog
-from mwpgen.io import DataFormatError, atomic_directory
 from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
 
+from .checkpoint import save_checkpoint
 from .decode import pad_batch
-from .rnn import Seq2SeqRNN
-from .transformer import Seq2SeqTransformer, noam_scheduler
+from .transformer import noam_scheduler
 from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocab, source_tokens, target_tokens
 
 Example = tuple[list[int], list[int]]  # (source ids, target ids), no <bos>/<eos>
 Examples = Sequence[Example] | Callable[[int], Sequence[Example]]
-
-CHECKPOINT_FORMAT = "mwpgen-seq2seq/1"
 
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # 2-layer LSTM with attention: the paper's "seq2seq-rnn" (see rnn.py on why attention is on).
@@ -63,20 +56,6 @@ TRAIN_PRESETS: dict[str, dict[str, Any]] = {
 def paper_steps(dataset: str) -> int:
     """Training steps of the table: 15,000 for Math23K, 5,000 otherwise."""
     return 15000 if dataset == "math23k" else 5000
-
-
-def build_model(config: Mapping[str, Any], *, seed: int | None = None) -> torch.nn.Module:
-    """Model from a config dict ("kind" + constructor arguments, incl. the vocabulary sizes). With `seed`, the
-    initial weights depend only on it (the global RNG is left as it was)."""
-    config = dict(config)
-    kind = config.pop("kind")
-    cls = {"rnn": Seq2SeqRNN, "transformer": Seq2SeqTransformer}.get(kind)
-    if cls is None:
-        raise ValueError(f"unknown seq2seq model kind {kind!r}")
-    with torch.random.fork_rng(devices=[]):
-        if seed is not None:
-            torch.manual_seed(seed)
-        return cls(**config)
 
 
 # ---------------------------------------------------------------- data
@@ -179,8 +158,8 @@ def train_seq2seq(
     *,
     steps: int,
     optimizer: str = "adagrad",
-    lr: float = 0.15,
-    batch_size: int = 64,
+    lr: float,
+    batch_size: int,
     batch_type: str = "examples",
     warmup_steps: int = 8000,
     adagrad_init: float = 0.1,
@@ -194,10 +173,10 @@ def train_seq2seq(
     checkpoint_dir: str | os.PathLike | None = None,
     vocabs: tuple[Vocab, Vocab] | None = None,
     validation: Sequence[Example] = (),
-    eval_every: int = 0,
-    patience: int = 0,
+    eval_every: int,
+    patience: int,
     resume_dir: str | os.PathLike | None = None,
-    save_every: int = 50,
+    save_every: int,
     fingerprint_extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train for `steps` optimizer steps (epochs restart as needed; `examples` may be `epoch -> examples` for
@@ -218,101 +197,103 @@ def train_seq2seq(
         raise ValueError(f"normalization must be 'sents' or 'tokens', got {normalization!r}")
     device = torch.device(device)
     torch.manual_seed(seed)  # dropout masks
-    rng = random.Random(seed)  # batch order
+    rng = random.Random(seed)  # batch order: one stream over the epochs, its state kept at each epoch's start
     model.to(device).train()
     opt, scheduler = _optimizer(model, optimizer, lr, warmup_steps=warmup_steps, adagrad_init=adagrad_init)
     get_examples = examples if callable(examples) else (lambda _epoch: examples)
 
-    losses: list[float] = []
-    val: list[tuple[int, float]] = []
-    best: dict[str, Any] = {"step": 0, "loss": math.inf, "weights": None, "bad": 0}
-    progress = ProgressLog(steps, log_every, on_log)
-    step = epoch = total_tokens = position = 0
-    epoch_rng = rng.getstate()
-    state_path = Path(resume_dir) / STATE_FILE if resume_dir is not None else None
     fp = resume.fingerprint(steps=steps, optimizer=optimizer, lr=lr, batch_size=batch_size, batch_type=batch_type,
                             warmup_steps=warmup_steps, label_smoothing=label_smoothing, seed=seed,
                             config=getattr(model, "config", None), eval_every=eval_every, patience=patience,
                             data=list(get_examples(0)), validation=list(validation), extra=fingerprint_extra)
-    state = resume.load(state_path, fp) if state_path is not None else None
+    checkpoints = Checkpoints(resume_dir, fp, save_every)
+    stopping = EarlyStopping({"model": model}, patience)
+    progress = ProgressLog(steps, log_every, on_log)
+    # The data position (epoch, batch within it, the batch order's RNG at the epoch's start) and the history.
+    run: dict[str, Any] = {"epoch": 0, "position": 0, "epoch_rng": rng.getstate(), "tokens": 0, "losses": [],
+                           "val": []}
+    state = checkpoints.load()
     if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         if scheduler is not None:
             scheduler.load_state_dict(state["scheduler"])
-        step, epoch, position, total_tokens = state["step"], state["epoch"], state["position"], state["tokens"]
-        losses, val, best, epoch_rng = state["losses"], [tuple(v) for v in state["val"]], state["best"], state["epoch_rng"]
-        print(f"resuming from {state_path} at step {step}/{steps}", flush=True)
+        stopping.load_state_dict(state["stopping"])
+        progress.load_state_dict(state["progress"])
+        run = state["run"]
+        run["val"] = [tuple(v) for v in run["val"]]
+        print(f"resuming from {resume_dir} at step {len(run['losses'])}/{steps}", flush=True)
 
-    def measure() -> bool:
-        """Validation NLL now; keep the best weights. True when patience has run out."""
-        loss = validation_nll(model, validation, device)
-        val.append((step, loss))
-        if loss < best["loss"]:
-            best.update(step=step, loss=loss, bad=0,
-                        weights=resume.snapshot(model))
-        else:
-            best["bad"] += 1
-        print(f"step {step} validation NLL {loss:.4f} (best {best['loss']:.4f} at step {best['step']})", flush=True)
-        return patience > 0 and best["bad"] >= patience
+    def state_at(step: int) -> dict:
+        return {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                "scheduler": scheduler.state_dict() if scheduler is not None else None, "run": run,
+                "stopping": stopping.state_dict(step), "progress": progress.state_dict()}
 
-    stop = False
+    epoch_data: dict[int, tuple[Sequence[Example], list[list[int]]]] = {}
+
+    def train_step(step: int) -> bool:
+        epoch = run["epoch"]
+        if epoch not in epoch_data:
+            data = get_examples(epoch)
+            if not data:
+                raise ValueError("no training examples")
+            rng.setstate(run["epoch_rng"])
+            epoch_data.clear()
+            epoch_data[epoch] = data, make_batches(data, batch_size=batch_size, batch_type=batch_type, rng=rng)
+        data, batches = epoch_data[epoch]
+        idx = batches[run["position"]]
+        src, tgt_in, tgt_out = collate([data[i] for i in idx], device)
+        loss, nll, n_tok = seq2seq_loss(model(src, tgt_in), tgt_out, label_smoothing=label_smoothing)
+        (loss / (len(idx) if normalization == "sents" else max(1, n_tok))).backward()
+        if max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        lr_now = opt.param_groups[0]["lr"]  # the rate this step used
+        if scheduler is not None:
+            scheduler.step()
+        nll_value = nll.item()
+        run["losses"].append(nll_value / max(1, n_tok))
+        progress.add(nll_value, n_tok, n_tok, len(idx))  # the window's loss: NLL per target token
+        run["tokens"] += n_tok
+        progress.step(step, epoch, lr_now)
+        run["position"] += 1
+        if run["position"] < len(batches):
+            return False
+        run.update(epoch=epoch + 1, position=0, epoch_rng=rng.getstate())
+        return True
+
+    def measure(step: int, epoch_ended: bool) -> bool:
+        """Every `eval_every` steps (0: at each epoch's end) and at the last step; True: patience has run out."""
+        if validation and ((eval_every and step % eval_every == 0) or step == steps or
+                           (not eval_every and epoch_ended)):
+            loss = validation_nll(model, validation, device)
+            run["val"].append((step, loss))
+            stopping.measure(step, loss)
+            print(f"step {step} validation NLL {loss:.4f} (best {stopping.best_loss:.4f} at step "
+                  f"{stopping.best_step})", flush=True)
+        return stopping.out_of_patience
+
     t_start = time.perf_counter()
-    while step < steps and not stop:
-        data = get_examples(epoch)
-        if not data:
-            raise ValueError("no training examples")
-        rng.setstate(epoch_rng)
-        batches = make_batches(data, batch_size=batch_size, batch_type=batch_type, rng=rng)
-        for idx in batches[position:]:
-            if step >= steps:
-                break
-            src, tgt_in, tgt_out = collate([data[i] for i in idx], device)
-            loss, nll, n_tok = seq2seq_loss(model(src, tgt_in), tgt_out, label_smoothing=label_smoothing)
-            (loss / (len(idx) if normalization == "sents" else max(1, n_tok))).backward()
-            if max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            lr_now = opt.param_groups[0]["lr"]  # the rate this step used
-            if scheduler is not None:
-                scheduler.step()
-            step += 1
-            position += 1
-            nll_value = nll.item()
-            losses.append(nll_value / max(1, n_tok))
-            progress.add(nll_value, n_tok, n_tok, len(idx))  # the window's loss: NLL per target token
-            total_tokens += n_tok
-            progress.step(step, epoch, lr_now)
-            if validation and ((eval_every and step % eval_every == 0) or step == steps):
-                stop = measure()
-            if state_path is not None and (step % save_every == 0 or stop):
-                resume.save(state_path, fp, {
-                    "model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "scheduler": scheduler.state_dict() if scheduler is not None else None, "step": step,
-                    "epoch": epoch, "position": position, "tokens": total_tokens, "losses": losses, "val": val,
-                    "best": best, "epoch_rng": epoch_rng})
-            if stop:
-                break
-        if not stop and step < steps:
-            if validation and not eval_every:
-                stop = measure()
-            epoch, position, epoch_rng = epoch + 1, 0, rng.getstate()
-    if best["weights"] is not None:
-        model.load_state_dict(best["weights"])
+    step = run_steps(len(run["losses"]), steps, step=train_step, after_step=measure,
+                     checkpoints=checkpoints, state=state_at)
+    stopping.restore()
+    # Epochs completed before the last one: an epoch that ended on the run's last step is not counted.
+    epochs = run["epoch"] - (1 if run["position"] == 0 and step > 0 else 0)
 
     model.eval()
     wall = time.perf_counter() - t_start
-    summary = {"steps": step, "epochs": epoch, "tokens": total_tokens, "wall_time_s": wall,
+    summary = {"steps": step, "epochs": epochs, "tokens": run["tokens"], "wall_time_s": wall,
                "optimizer": optimizer, "lr": lr, "batch_size": batch_size, "batch_type": batch_type,
                "warmup_steps": warmup_steps if optimizer == "noam" else None, "max_grad_norm": max_grad_norm,
                "label_smoothing": label_smoothing, "normalization": normalization, "seed": seed,
-               "final_loss": losses[-1] if losses else None, "val": val, "best_step": best["step"] or None,
-               "best_val_loss": best["loss"] if val else None, "stopped_early": stop}
+               "final_loss": run["losses"][-1] if run["losses"] else None, "val": run["val"],
+               "best_step": stopping.best_step, "best_val_loss": stopping.best_loss if run["val"] else None,
+               "stopped_early": stopping.out_of_patience}
     if checkpoint_dir is not None:
         save_checkpoint(checkpoint_dir, model, *vocabs, training=summary)
-    resume.remove(resume_dir)
-    return {"losses": losses, "log": progress.records, **summary,
+    checkpoints.remove()
+    return {"losses": run["losses"], "log": progress.records, **summary,
             "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else None}
 
 
@@ -330,38 +311,3 @@ def validation_nll(model: torch.nn.Module, examples: Sequence[Example], device, 
     return nll_sum / max(n, 1)
 
 
-# ---------------------------------------------------------------- checkpoints
-
-def save_checkpoint(out_dir: str | os.PathLike, model: torch.nn.Module, src_vocab: Vocab, tgt_vocab: Vocab, *,
-                    training: Mapping[str, Any] | None = None) -> Path:
-    """Write the checkpoint folder atomically: a killed process leaves only a `.tmp-*` sibling."""
-    out_dir = Path(out_dir)
-    with atomic_directory(out_dir) as tmp:
-        # clone(): safetensors refuses tensors that share storage; contiguous CPU copies are always accepted.
-        save_file({k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()},
-                  str(tmp / "model.safetensors"))
-        config = {"format": CHECKPOINT_FORMAT, "model": model.config, "training": dict(training or {})}
-        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        src_vocab.save(tmp / "src_vocab.json")
-        tgt_vocab.save(tmp / "tgt_vocab.json")
-    return out_dir
-
-
-def load_checkpoint(ckpt_dir: str | os.PathLike,
-                    device: str | torch.device = "cpu") -> tuple[torch.nn.Module, Vocab, Vocab]:
-    """(model in eval mode, src_vocab, tgt_vocab) from a save_checkpoint folder."""
-    ckpt_dir = Path(ckpt_dir)
-    config_path = ckpt_dir / "config.json"
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise DataFormatError(config_path, f"invalid JSON ({e.msg})", e.lineno, e.colno) from e
-    if config.get("format") != CHECKPOINT_FORMAT:
-        raise DataFormatError(config_path, f"not a {CHECKPOINT_FORMAT} checkpoint (format {config.get('format')!r})")
-    src_vocab, tgt_vocab = Vocab.load(ckpt_dir / "src_vocab.json"), Vocab.load(ckpt_dir / "tgt_vocab.json")
-    model_cfg = config["model"]
-    if (model_cfg["src_vocab_size"], model_cfg["tgt_vocab_size"]) != (len(src_vocab), len(tgt_vocab)):
-        raise DataFormatError(ckpt_dir, "vocabulary files do not match the model's vocabulary sizes")
-    model = build_model(model_cfg)
-    model.load_state_dict(load_file(str(ckpt_dir / "model.safetensors")))
-    return model.to(device).eval(), src_vocab, tgt_vocab

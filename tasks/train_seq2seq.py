@@ -1,4 +1,4 @@
-"""Seq2seq baseline tasks: train and generate -- each a thin call into `mwpgen.seq2seq.baseline`.
+"""Train one seq2seq baseline: the `train_seq2seq` stage's task, a thin call into `mwpgen.seq2seq.baseline`.
 
 Settings come from `params.train.seq2seq` (sizes, steps, decoding), `params.keywords.dropout`, the experiment
 seed and `params.train.device`, so a flow passes only the data.
@@ -6,7 +6,6 @@ seed and `params.train.device`, so a flow passes only the data.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from prefect import task
@@ -15,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 from mwpgen.config.schema import Params
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE
 from mwpgen.paths import FoldPaths
-from mwpgen.seq2seq.baseline import generate_baseline, train_baseline
+from mwpgen.seq2seq.baseline import train_baseline
 from mwpgen.runtime import resolve_device
 
 # Downloaded GloVe lives beside the other model weights, outside the repository (MWPGEN_MODEL_CACHE).
@@ -33,12 +32,3 @@ def train_seq2seq_baseline(params: Params, model: str, dataset: str, train_recor
                           device=resolve_device(params.train.device), glove_cache_dir=GLOVE_CACHE,
                           log_every=params.train.log_every, on_log=on_log, validation_records=validation_records,
                           resume_dir=paths.resume_dir)
-
-
-@task(cache_policy=NO_CACHE)
-def generate_seq2seq(params: Params, checkpoint_dir: Path, equations: Sequence[str],
-                     keywords_lists: Sequence[Sequence[str]]) -> list[str]:
-    """Problem texts from a trained seq2seq baseline, decoded as `params.train.seq2seq` says."""
-    cfg = params.train.seq2seq
-    return generate_baseline(checkpoint_dir, equations, keywords_lists, cfg.decoding, cfg.num_beams, cfg.max_len,
-                             resolve_device(params.train.device))
