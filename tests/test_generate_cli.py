@@ -144,6 +144,32 @@ def test_a_bad_row_of_a_request_file_is_named_by_line(capsys, tmp_path):
     assert code == 2 and "not both" in err
 
 
+def test_a_column_or_key_given_twice_is_an_error_naming_it(capsys, tmp_path):
+    # csv.DictReader and json.loads keep the last of two `equation`s silently; a request must not lose one unseen.
+    cases = {
+        "twice.csv": ("equation,context,equation\nx = 12 - 5,apples,x = 1 + 2\n",
+                      "twice.csv: column 'equation' is named twice in the first row (columns 1 and 3)"),
+        "spaced.csv": ("equation, context,context \nx = 12 - 5,apples,pears\n",
+                       "spaced.csv: column 'context' is named twice in the first row (columns 2 and 3)"),
+        "twice.jsonl": ('{"equation": "x = 12 - 5", "context": "a"}\n'
+                        '{"equation": "x = 12 - 5", "context": "a", "equation": "x = 1 + 2"}\n',
+                        "twice.jsonl line 2: key 'equation' is given twice in one object"),
+        "twice.json": ('{"equation": "x = 12 - 5", "context": "a", "context": "b"}\n',
+                       "twice.json line 1: key 'context' is given twice"),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        code, out, err = run_cli(capsys, "--input", str(tmp_path / name))
+        assert code == 2 and out == "" and err.count("\n") == 1 and expected in err, (name, err)
+        assert str(tmp_path) in err or name in err
+    # one of each is still fine
+    from mwpgen.request import read_request_file
+    (tmp_path / "once.csv").write_text("equation,context\nx = 12 - 5,apples\n", encoding="utf-8")
+    (tmp_path / "once.jsonl").write_text('{"equation": "x = 12 - 5", "context": "apples"}\n', encoding="utf-8")
+    for name in ("once.csv", "once.jsonl"):
+        assert [r for _, r in read_request_file(tmp_path / name)] == [{"equation": "x = 12 - 5", "context": "apples"}]
+
+
 # ---------------------------------------------------------------------------------------------- generating
 
 def test_text_output_fills_the_numbers_and_gives_the_answer(capsys, bundle):
