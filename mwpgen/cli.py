@@ -143,9 +143,31 @@ def default_model() -> Path:
             pass
     path = FoldPaths(PROJECT_ROOT, "ours", dataset, fold).model_dir
     if not (path / "ours.json").exists():
-        raise CliError(f"no trained ours model at {path} (the default run's); train it with `dvc repro "
-                       f"train_ours` or pass --model", EXIT_FAILED)
+        raise CliError(no_model_help(path, dataset, fold), EXIT_FAILED)
     return path
+
+
+# Measured for the default run (Arithmetic fold 0) from a fresh clone on a 2-core AVX512-BF16 CPU: README "Results",
+# "Time from a fresh clone" and its stage table (tests/test_generate_cli.py checks these against README.md).
+MEASURED_DATA_STAGES_S = 83  # download, translate, preprocess, split, keywords
+MEASURED_TRAIN_OURS_S = 2285
+MEASURED_DEFAULT_RUN_MIN = 126.8
+
+
+def no_model_help(path: Path, dataset: str, fold: int) -> str:
+    """What to do when the default run's ours is not there: train it, pull it, or point --model elsewhere."""
+    stage = f"train_ours@{dataset}-{fold}"
+    return (f"no trained ours model at {path} (the default run's ours, which `mwpgen generate` uses without --model)."
+            " To get one:\n"
+            f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data and keyword stages it needs "
+            f"first). Measured on a 2-core AVX512-BF16 CPU for the default run (README \"Results\"): "
+            f"{MEASURED_DATA_STAGES_S / 60:.1f} min of data stages, then about {MEASURED_TRAIN_OURS_S / 60:.0f} min "
+            "for ours; a CUDA GPU is used when there is one. Or the whole default run, every model and the report: "
+            f"`bash scripts/run.sh python -m orchestration.pipeline` ({MEASURED_DEFAULT_RUN_MIN} min there);\n"
+            f"  - or, if a DVC remote holds the default run (.dvc/config, README \"Run on many machines\"): "
+            f"`bash scripts/run.sh dvc pull {stage}`;\n"
+            "  - or use another model: --model with a bundle folder, an MLflow run id, "
+            f"runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias).")
 
 
 def mlflow_uri(spec: str) -> str | None:

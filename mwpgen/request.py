@@ -279,6 +279,12 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
     reader = csv.DictReader(io.StringIO(text))
     if not reader.fieldnames or "equation" not in [f.strip() for f in reader.fieldnames]:
         raise RequestError("input", f"{path}: the first row must name the columns, with 'equation' among them")
+    first: dict[str, int] = {}
+    for i, name in enumerate((f.strip() for f in reader.fieldnames), start=1):
+        if name in first:  # csv.DictReader would keep the last such cell of every row, silently
+            raise RequestError("input", f"{path}: column {name!r} is named twice in the first row (columns "
+                               f"{first[name]} and {i}); keep one")
+        first[name] = i
     for row in reader:
         where = f"{path.name} line {reader.line_num}"
         if None in row:
@@ -288,15 +294,34 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             yield where, record
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """json.loads' object hook: a key given twice is an error (json.loads alone keeps the last, silently), as a
+    column named twice in a CSV is."""
+    record: dict = {}
+    for key, value in pairs:
+        if key in record:
+            raise _DuplicateKey(key)
+        record[key] = value
+    return record
+
+
 def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path.name} line {i}"
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise RequestError("input", f"{where}: not JSON ({e.msg} at column {e.colno})") from None
+        except _DuplicateKey as e:
+            raise RequestError("input", f"{where}: key {e.key!r} is given twice in one object; keep one") from None
         if not isinstance(record, dict):
             raise RequestError("input", f"{where}: expected a JSON object, got {type(record).__name__}")
         yield where, record

@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, params_or_exit
 from orchestration.fold_run import DvcCommandError, dvc
 from mwpgen.config.files import ParamsError
-from mwpgen.config.profiles import apply_profile
+from mwpgen.config.profiles import apply_profile, resolve_profile
 from tracking.runs import PARENT_ENV, stage_run
 
 
@@ -72,12 +72,14 @@ def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__)
     cli.add_argument("targets", nargs="*", help="DVC stages to reproduce (default: all)")
     cli.add_argument("--force", action="store_true", help="rerun stages even if DVC finds them up to date")
-    cli.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper)")
+    cli.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper); "
+                     "a path (with a / or ending in .yaml / .yml) is read as given")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
     args = cli.parse_args()
     if args.profile:
         try:
-            changed = apply_profile(PROJECT_ROOT / "params.yaml", PROJECT_ROOT / "profiles" / f"{args.profile}.yaml")
+            profile = resolve_profile(args.profile, PROJECT_ROOT / "profiles")
+            changed = apply_profile(PROJECT_ROOT / "params.yaml", profile)
         except ParamsError as e:
             sys.exit(f"error: {e}")
         print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)"))

@@ -144,6 +144,57 @@ def test_a_bad_row_of_a_request_file_is_named_by_line(capsys, tmp_path):
     assert code == 2 and "not both" in err
 
 
+def test_a_column_or_key_given_twice_is_an_error_naming_it(capsys, tmp_path):
+    # csv.DictReader and json.loads keep the last of two `equation`s silently; a request must not lose one unseen.
+    cases = {
+        "twice.csv": ("equation,context,equation\nx = 12 - 5,apples,x = 1 + 2\n",
+                      "twice.csv: column 'equation' is named twice in the first row (columns 1 and 3)"),
+        "spaced.csv": ("equation, context,context \nx = 12 - 5,apples,pears\n",
+                       "spaced.csv: column 'context' is named twice in the first row (columns 2 and 3)"),
+        "twice.jsonl": ('{"equation": "x = 12 - 5", "context": "a"}\n'
+                        '{"equation": "x = 12 - 5", "context": "a", "equation": "x = 1 + 2"}\n',
+                        "twice.jsonl line 2: key 'equation' is given twice in one object"),
+        "twice.json": ('{"equation": "x = 12 - 5", "context": "a", "context": "b"}\n',
+                       "twice.json line 1: key 'context' is given twice"),
+    }
+    for name, (text, expected) in cases.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        code, out, err = run_cli(capsys, "--input", str(tmp_path / name))
+        assert code == 2 and out == "" and err.count("\n") == 1 and expected in err, (name, err)
+        assert str(tmp_path) in err or name in err
+    # one of each is still fine
+    from mwpgen.request import read_request_file
+    (tmp_path / "once.csv").write_text("equation,context\nx = 12 - 5,apples\n", encoding="utf-8")
+    (tmp_path / "once.jsonl").write_text('{"equation": "x = 12 - 5", "context": "apples"}\n', encoding="utf-8")
+    for name in ("once.csv", "once.jsonl"):
+        assert [r for _, r in read_request_file(tmp_path / name)] == [{"equation": "x = 12 - 5", "context": "apples"}]
+
+
+def test_no_default_model_says_how_to_get_one(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml, no models/: the defaults, Arithmetic fold 0
+    code, out, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
+    assert code == 1 and out == "" and err.startswith("mwpgen: error: no trained ours model at ")
+    assert str(tmp_path / "models" / "ours" / "arithmetic" / "fold0") in err
+    for how in ("dvc repro train_ours@arithmetic-0", "python -m orchestration.pipeline",
+                "dvc pull train_ours@arithmetic-0", "--model", "models:/mwpgen-ours/", "runs:/RUN/mwpgen-ours",
+                "2-core AVX512-BF16 CPU", "about 38 min for ours", "1.4 min of data stages", "126.8 min"):
+        assert how in err, how
+    (tmp_path / "params.yaml").write_text("experiment:\n  datasets: [mawps]\n  folds: [2]\n")
+    code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
+    assert code == 1 and "dvc repro train_ours@mawps-2" in err and "dvc pull train_ours@mawps-2" in err
+
+
+def test_no_model_help_quotes_the_readme_measurements():
+    # The times in the message are README "Results"' measured ones; a rerun that changes the README changes them.
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"**Time from a fresh clone: {cli.MEASURED_DEFAULT_RUN_MIN} min**" in readme
+    rows = dict(re.findall(r"^\| ([^|]+?) \| ([\d,]+) \|$", readme, flags=re.M))
+    ours = next(v for k, v in rows.items() if k.startswith("train_ours"))
+    data = next(v for k, v in rows.items() if k.startswith("download, translate, preprocess, split, keywords"))
+    assert int(ours.replace(",", "")) == cli.MEASURED_TRAIN_OURS_S
+    assert int(data.replace(",", "")) == cli.MEASURED_DATA_STAGES_S
+
+
 # ---------------------------------------------------------------------------------------------- generating
 
 def test_text_output_fills_the_numbers_and_gives_the_answer(capsys, bundle):

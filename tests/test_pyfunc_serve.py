@@ -150,3 +150,17 @@ def test_the_command_line_reads_the_registered_model(registry, capsys, reference
     code = cli.main(["generate", "--model", "models:/mwpgen-ours/9", "--equation", "x = 12 - 5", "--context", "Joan"])
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and "could not fetch models:/mwpgen-ours/9" in err
+
+
+def test_served_request_with_a_column_given_twice_is_refused():
+    # As in a CSV or JSONL request file (tests/test_generate_cli.py): DataFrame.to_dict would keep one, silently.
+    import pandas as pd
+    from mlflow.exceptions import MlflowException
+
+    from tracking.pyfunc_model import _rows
+
+    twice = pd.DataFrame([["x = 12 - 5", "apples", "x = 1 + 2"]], columns=["equation", "context", "equation"])
+    with pytest.raises(MlflowException, match="column 'equation' is given twice"):
+        _rows(twice)
+    assert _rows(pd.DataFrame({"equation": ["x = 12 - 5"], "context": ["apples"]})) == \
+        [{"equation": "x = 12 - 5", "context": "apples"}]

@@ -77,6 +77,10 @@ def _rows(model_input) -> list[dict]:
     """The request records of whatever pyfunc hands us (a DataFrame from the server; dicts when called directly),
     with pandas' NaN for a missing cell turned back into None."""
     if hasattr(model_input, "to_dict"):
+        columns = [str(c) for c in getattr(model_input, "columns", [])]
+        twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+        if twice is not None:  # to_dict would keep one of them, silently (as a CSV or JSONL request file may not)
+            raise _bad(f"column {twice!r} is given twice; keep one")
         records = model_input.to_dict(orient="records")
     elif isinstance(model_input, dict):
         records = [model_input]

@@ -44,12 +44,36 @@ def client() -> MlflowClient:
     return MlflowClient(tracking_uri())
 
 
+# MLflow 3's experiment kind, the tag its UI's kind selector writes ("Machine learning"; the other is
+# "genai_development"): key and value as in mlflow/server/js/build of mlflow 3.17.2. It marks this as a
+# model-training experiment. But 3.17.2's UI (its feature flag on) takes the kind from the sidebar's global
+# "GenAI | Model training" switch instead (the URL's `workflowType`, else the browser's localStorage
+# `mlflow.workflowType`, default GenAI), so what opens the experiment on its runs there is ui_url's
+# `?workflowType=machine_learning` (checked in headless Chromium: scripts/screenshot_mlflow_ui.py, docs/mlflow_ui/).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+UI_WORKFLOW = "machine_learning"  # the UI's "Model training" side
+
+
+def ui_url(base: str = "http://127.0.0.1:5000", c: MlflowClient | None = None) -> str:
+    """The MLflow UI page of the mwpgen experiment's runs table (its experiment list when there is no such
+    experiment yet); nothing is created."""
+    base = base.rstrip("/")
+    exp = (c or client()).get_experiment_by_name(EXPERIMENT)
+    if exp is None:
+        return f"{base}/#/experiments?workflowType={UI_WORKFLOW}"
+    return f"{base}/#/experiments/{exp.experiment_id}/runs?workflowType={UI_WORKFLOW}"
+
+
 def experiment_id(c: MlflowClient) -> str:
     exp = c.get_experiment_by_name(EXPERIMENT)
     if exp is not None:
+        if EXPERIMENT_KIND_TAG not in exp.tags:  # made before the tag (or elsewhere); a kind chosen in the UI stays
+            c.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return exp.experiment_id
     try:
-        return c.create_experiment(EXPERIMENT, artifact_location=_artifact_root(tracking_uri()))
+        return c.create_experiment(EXPERIMENT, artifact_location=_artifact_root(tracking_uri()),
+                                   tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
     except MlflowException as e:
         if e.error_code != "RESOURCE_ALREADY_EXISTS":  # another stage process created it first: fine
             raise

@@ -1,0 +1,104 @@
+"""`--profile`: a bare name means profiles/<name>.yaml, a path is read as given; an empty or non-mapping profile is an
+error naming the file, before params.yaml is touched or the pipeline starts (issue 22)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mwpgen.config.files import ParamsError
+from mwpgen.config.profiles import apply_profile, resolve_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A scratch PROJECT_ROOT (params.yaml + profiles/) for orchestration.pipeline.main; the flow itself never runs."""
+    import orchestration.pipeline as pipeline_cli
+
+    root = tmp_path / "project"
+    (root / "profiles").mkdir(parents=True)
+    (root / "params.yaml").write_text((ROOT / "params.yaml").read_text())
+    (root / "profiles" / "fast.yaml").write_text("train:\n  ours:\n    lr: 4e-05\n")
+    started = []
+    monkeypatch.setattr(pipeline_cli, "PROJECT_ROOT", root)
+    monkeypatch.setattr(pipeline_cli, "pipeline", lambda **kw: started.append(kw))
+
+    def main(*argv: str) -> list:
+        monkeypatch.setattr("sys.argv", ["orchestration.pipeline", *argv])
+        pipeline_cli.main()
+        return started
+
+    main.root = root
+    return main
+
+
+def test_resolve_profile_name_or_path(tmp_path):
+    profiles = tmp_path / "profiles"
+    assert resolve_profile("paper", profiles) == profiles / "paper.yaml"
+    given = tmp_path / "some" / "dir" / "x.yaml"
+    given.parent.mkdir(parents=True)
+    given.write_text("train: {}\n")
+    assert resolve_profile(str(given), profiles) == given
+    assert resolve_profile(given, profiles) == given  # a Path too
+    yml = given.with_suffix(".yml")
+    yml.write_text("train: {}\n")
+    assert resolve_profile(str(yml), profiles) == yml
+
+
+def test_pipeline_reads_a_profile_given_as_a_path(project, tmp_path, capsys):
+    elsewhere = tmp_path / "some" / "dir" / "x.yaml"  # not under profiles/: was looked up as profiles/x.yaml.yaml
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_text("train:\n  ours:\n    lr: 3e-05\n")
+    started = project("--profile", str(elsewhere))
+    assert started, "the pipeline did not start"
+    assert "lr: 3e-05" in (project.root / "params.yaml").read_text()
+    assert "train.ours.lr=3e-05" in capsys.readouterr().out
+
+
+def test_pipeline_reads_a_relative_yaml_name_from_the_current_directory(project, tmp_path, monkeypatch):
+    (tmp_path / "mine.yml").write_text("train:\n  ours:\n    lr: 2e-05\n")
+    monkeypatch.chdir(tmp_path)
+    assert project("--profile", "mine.yml")
+    assert "lr: 2e-05" in (project.root / "params.yaml").read_text()
+
+
+def test_pipeline_bare_name_is_still_profiles_dir(project):
+    assert project("--profile", "fast")
+    assert "lr: 4e-05" in (project.root / "params.yaml").read_text()
+
+
+def test_missing_profile_path_names_the_path_and_the_bare_name(project, tmp_path):
+    before = (project.root / "params.yaml").read_text()
+    with pytest.raises(SystemExit) as e:
+        project("--profile", str(tmp_path / "nowhere" / "fast.yaml"))
+    msg = str(e.value.code)
+    assert msg.startswith("error: ") and str(tmp_path / "nowhere" / "fast.yaml") in msg
+    assert "no such profile file" in msg and "--profile fast" in msg  # profiles/fast.yaml exists: the hint
+    assert ".yaml.yaml" not in msg
+    assert (project.root / "params.yaml").read_text() == before
+
+
+@pytest.mark.parametrize("content, what", [("", "empty profile"), ("# only a comment\n", "empty profile"),
+                                           ("[]\n", "got list"), ("- train\n", "got list"),
+                                           ("paper\n", "got str"), ("{}\n", "empty profile")])
+def test_empty_or_non_mapping_profile_is_an_error(tmp_path, content, what):
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    profile = tmp_path / "blank.yaml"
+    profile.write_text(content)
+    with pytest.raises(ParamsError, match=what) as e:
+        apply_profile(params, profile)
+    assert str(e.value).startswith(str(profile))
+    assert params.read_text() == (ROOT / "params.yaml").read_text()  # nothing written
+
+
+def test_pipeline_refuses_an_empty_profile_before_starting(project):
+    (project.root / "profiles" / "blank.yaml").write_text("")
+    before = (project.root / "params.yaml").read_text()
+    with pytest.raises(SystemExit) as e:
+        project("--profile", "blank")
+    assert str(e.value.code).startswith("error: ") and "blank.yaml: empty profile" in str(e.value.code)
+    assert (project.root / "params.yaml").read_text() == before
