@@ -235,6 +235,12 @@ def _delta_notes(deltas: dict[tuple[str, str], dict]) -> list[str]:
     return notes
 
 
+def _paper_row(name: str, reported: dict, datasets, metrics) -> tuple[str, list[str]]:
+    """A (paper) row: the paper's reported 5-fold averages of one row of its table."""
+    cells = {(d, m): f"{v:.3f}" for d in datasets for m, v in reported[d].items()}
+    return f"{name} (paper)", _cells(datasets, metrics, cells) + ["5-fold"]
+
+
 def _cells(datasets: Sequence[str], metrics: Sequence[str], values: dict[tuple[str, str], str],
            deltas: dict[tuple[str, str], str] | None = None) -> list[str]:
     """One row's cells, per dataset its metrics then its Δ columns, from (dataset, metric) -> text ("" if absent)."""
@@ -292,10 +298,8 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
                          + [_folds_label(cells, model, datasets)]))
         elif model in skipped:
             rows.append((f"{name} (this run)", ["not run"] * (len(columns) - 1) + [f"not run: {skipped[model]}"]))
-        key = PAPER_KEY.get(model)
-        if key in paper.TABLE2:
-            reported = {(d, m): f"{v:.3f}" for d in datasets for m, v in paper.TABLE2[key][d].items()}
-            rows.append((f"{name} (paper)", _cells(datasets, metrics, reported) + ["5-fold"]))
+        if PAPER_KEY.get(model) in paper.TABLE2:
+            rows.append(_paper_row(name, paper.TABLE2[PAPER_KEY[model]], datasets, metrics))
     return Table("Table 2: language quality and equation accuracy", columns, rows,
                  ["(this run) rows: mean ± population std over the folds listed; (paper) rows: the paper's reported "
                   "5-fold averages, for reference.",
@@ -360,8 +364,7 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
             rows.append((f"{label} (this run)", _cells(datasets, metrics, measured, delta)
                          + [" ".join(runs) + " from " + ", ".join(source)]))
         if label in paper.TABLE4:
-            reported = {(d, m): f"{v:.3f}" for d in datasets for m, v in paper.TABLE4[label][d].items()}
-            rows.append((f"{label} (paper)", _cells(datasets, metrics, reported) + ["5-fold"]))
+            rows.append(_paper_row(label, paper.TABLE4[label], datasets, metrics))
     return Table("Table 4: ablation (BLEU-4 and ACC-eq)", columns, rows,
                  ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows "
                   "that are the same run in the paper's table (context selection = full model w/o L_eq) share it.",
