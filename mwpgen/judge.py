@@ -1,0 +1,201 @@
+"""A consistency judge: p(a generated problem encodes its equation), from features a parser and a reader can measure.
+
+The evaluator's greedy parse (ACC-eq's verdict) is one bit; a judge that can be trusted needs more of what the
+parser knows and of what a reader checks first:
+
+- `margin`: log p_Phi(E | M) minus the best log-likelihood of an equation that is NOT E (the other beams of a beam
+  search, scored the same way): how much more the parser believes the requested equation than its best alternative.
+  A greedy string match says only whether E won; the margin says by how much, and how close the runner-up was.
+- `logp_per_token`: log p_Phi(E | M) per equation token.
+- `exact`, `equivalent`: the greedy parse is E symbol for symbol, or symbolically.
+- `numbers_once`: every numN of E appears in M exactly once; `extra_numbers`: numN tokens in M that E does not use;
+  `question`: the last sentence asks something. What a reader checks before solving.
+
+`JudgeModel` is a logistic regression over these features, fitted on labelled problems; its probability is the judge's
+p(consistent), and a threshold chosen on development labels turns it into a verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import torch
+
+from mwpgen.data.equations import equivalent, is_num_token
+from mwpgen.evaluation.metrics import equation_symbols
+from mwpgen.lm.decoding import _generation_config, _left_pad
+from mwpgen.lm.prompts import IGNORE_INDEX, collate, encode_example, encode_prompt, mwp2eq_example, mwp2eq_prompt
+
+MARGIN_CAP = 10.0  # a margin beyond this says nothing more (and no alternative at all is this)
+
+
+@dataclass(frozen=True)
+class Features:
+    margin: float
+    logp_per_token: float
+    exact: bool
+    equivalent: bool
+    numbers_once: bool
+    extra_numbers: int
+    question: bool
+
+    def vector(self) -> list[float]:
+        return [max(-MARGIN_CAP, min(MARGIN_CAP, self.margin)), self.logp_per_token, float(self.exact),
+                float(self.equivalent), float(self.numbers_once), float(self.extra_numbers > 0), float(self.question)]
+
+
+FEATURE_NAMES = ("margin", "logp_per_token", "exact", "equivalent", "numbers_once", "extra_numbers", "question")
+
+
+def surface_checks(equation: str, problem: str) -> dict:
+    """What a reader checks before solving: each numN of the equation once in the problem, no other numN, a question."""
+    wanted = [s for s in equation.split() if is_num_token(s)]
+    present = re.findall(r"\bnum\d+\b", problem)
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", problem.strip()) if s]
+    return {"numbers_once": all(present.count(n) == 1 for n in set(wanted)),
+            "extra_numbers": sum(1 for n in present if n not in wanted),
+            "question": bool(sentences) and sentences[-1].rstrip().endswith("?")}
+
+
+@torch.no_grad()
+def equation_logprobs(model, tokenizer, problems: Sequence[str], equations: Sequence[str], *, batch_size: int = 16,
+                      max_length: int = 256) -> list[tuple[float, int]]:
+    """(sum of log p_Phi(E | M) over E's tokens and EOS, their count) per pair, teacher-forced as mwp2eq is trained."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    encoded = [encode_example(tokenizer, mwp2eq_example(p, e), max_length) for p, e in zip(problems, equations)]
+    out: list[tuple[float, int]] = []
+    for start in range(0, len(encoded), batch_size):
+        batch = {k: v.to(device) for k, v in collate(encoded[start : start + batch_size],
+                                                     tokenizer.pad_token_id).items()}
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], -1)
+        labels = batch["labels"][:, 1:]
+        mask = labels != IGNORE_INDEX
+        picked = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1) * mask
+        out += [(float(s), int(n)) for s, n in zip(picked.sum(-1), mask.sum(-1))]
+    model.train(was_training)
+    return out
+
+
+@torch.no_grad()
+def beam_parses(model, tokenizer, problems: Sequence[str], *, beams: int = 5, batch_size: int = 8,
+                max_new_tokens: int = 48) -> list[list[str]]:
+    """The `beams` best equations of a beam search per problem (whitespace-normalised, best first)."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    config = _generation_config(tokenizer, "beam", beams, 1.0, 1.0, max_new_tokens)
+    config.num_return_sequences = beams
+    out: list[list[str]] = []
+    for start in range(0, len(problems), batch_size):
+        prompts = [encode_prompt(tokenizer, mwp2eq_prompt(p)) for p in problems[start : start + batch_size]]
+        ids, mask = _left_pad(prompts, tokenizer.pad_token_id)
+        seqs = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=config)
+        texts = tokenizer.batch_decode(seqs[:, ids.shape[1] :], skip_special_tokens=True)
+        for i in range(len(prompts)):
+            out.append([" ".join(t.split("\n", 1)[0].split()) for t in texts[i * beams : (i + 1) * beams]])
+    model.train(was_training)
+    return out
+
+
+def features(model, tokenizer, problems: Sequence[str], equations: Sequence[str], *, beams: int = 5,
+             batch_size: int = 8) -> list[Features]:
+    """The judge's features of each (problem, equation) pair under the parser `model` (the evaluator)."""
+    parses = beam_parses(model, tokenizer, problems, beams=beams, batch_size=batch_size)
+    # Score E and every other beam teacher-forced, the same way, so the margin compares like with like.
+    others = [[b for b in dict.fromkeys(bs) if b and not _same(b, e)] for bs, e in zip(parses, equations)]
+    pairs = [(p, e) for p, e in zip(problems, equations)] + [(p, o) for p, os in zip(problems, others) for o in os]
+    scores = equation_logprobs(model, tokenizer, [p for p, _ in pairs], [e for _, e in pairs], batch_size=batch_size)
+    own, rest = scores[: len(problems)], iter(scores[len(problems) :])
+    result = []
+    for (logp, n), e, p, bs, os in zip(own, equations, problems, parses, others):
+        best_other = max((next(rest)[0] for _ in os), default=None)
+        margin = MARGIN_CAP if best_other is None else logp - best_other
+        greedy = bs[0] if bs else ""
+        result.append(Features(margin=margin, logp_per_token=logp / max(n, 1),
+                               exact=equation_symbols(greedy) == equation_symbols(e),
+                               equivalent=equivalent(greedy, e), **surface_checks(e, p)))
+    return result
+
+
+def _same(a: str, b: str) -> bool:
+    return equation_symbols(a) == equation_symbols(b) or equivalent(a, b)
+
+
+@dataclass
+class JudgeModel:
+    """Logistic regression p(consistent | features) with its features standardised; `threshold` turns it into a
+    verdict. `use`: the features it reads (a subset of FEATURE_NAMES)."""
+
+    weights: list[float]
+    bias: float
+    mean: list[float]
+    std: list[float]
+    use: tuple[str, ...] = FEATURE_NAMES
+    threshold: float = 0.5
+
+    def _x(self, feats: Sequence[Features]) -> torch.Tensor:
+        cols = [FEATURE_NAMES.index(u) for u in self.use]
+        x = torch.tensor([[f.vector()[c] for c in cols] for f in feats], dtype=torch.float64)
+        return (x - torch.tensor(self.mean, dtype=torch.float64)) / torch.tensor(self.std, dtype=torch.float64)
+
+    def probability(self, feats: Sequence[Features]) -> list[float]:
+        if not feats:
+            return []
+        z = self._x(feats) @ torch.tensor(self.weights, dtype=torch.float64) + self.bias
+        return torch.sigmoid(z).tolist()
+
+    def accepts(self, feats: Sequence[Features]) -> list[bool]:
+        return [p >= self.threshold for p in self.probability(feats)]
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"use": list(self.use)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "JudgeModel":
+        return cls(**{**d, "use": tuple(d["use"])})
+
+
+def fit(feats: Sequence[Features], labels: Sequence[int], use: Sequence[str] = FEATURE_NAMES,
+        l2: float = 1.0) -> JudgeModel:
+    """Maximum-likelihood logistic regression with an L2 penalty (Newton steps: a convex problem of a few weights)."""
+    cols = [FEATURE_NAMES.index(u) for u in use]
+    x = torch.tensor([[f.vector()[c] for c in cols] for f in feats], dtype=torch.float64)
+    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+    x = torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=torch.float64)], 1)
+    y = torch.tensor(list(labels), dtype=torch.float64)
+    w = torch.zeros(x.shape[1], dtype=torch.float64)
+    penalty = torch.full((x.shape[1],), l2, dtype=torch.float64)
+    penalty[-1] = 0.0  # the bias is not shrunk
+    for _ in range(50):
+        p = torch.sigmoid(x @ w)
+        grad = x.T @ (p - y) + penalty * w
+        hess = x.T @ (x * (p * (1 - p)).unsqueeze(1)) + torch.diag(penalty)
+        step = torch.linalg.solve(hess, grad)
+        w = w - step
+        if float(step.abs().max()) < 1e-10:
+            break
+    return JudgeModel(weights=w[:-1].tolist(), bias=float(w[-1]), mean=mean.tolist(), std=std.tolist(), use=tuple(use))
+
+
+def precision_recall(accepted: Sequence[bool], labels: Sequence[int]) -> dict:
+    tp = sum(a and y == 1 for a, y in zip(accepted, labels))
+    fp = sum(a and y == 0 for a, y in zip(accepted, labels))
+    fn = sum((not a) and y == 1 for a, y in zip(accepted, labels))
+    return {"precision": tp / (tp + fp) if tp + fp else math.nan, "recall": tp / (tp + fn) if tp + fn else math.nan,
+            "accepted": tp + fp, "tp": tp, "fp": fp, "fn": fn}
+
+
+def threshold_for_precision(probabilities: Sequence[float], labels: Sequence[int], precision: float) -> float:
+    """The lowest threshold whose accepted problems reach `precision` (most recall at that precision); 1.0 if none."""
+    best = 1.0
+    for t in sorted(set(probabilities), reverse=True):
+        pr = precision_recall([p >= t for p in probabilities], labels)
+        if pr["accepted"] and pr["precision"] >= precision:
+            best = t
+    return best
