@@ -1,0 +1,133 @@
+"""Which consistency judge to trust: candidates compared on the blind development labels, the chosen one measured
+once on the test labels (docs/judge_labels).
+
+    bash scripts/run.sh python bench/compare_judges.py models/mwp2eq/arithmetic/fold0 --out docs/judge_choice
+
+Every candidate is a verdict on (equation, problem): the evaluator's greedy parse (ACC-eq's own verdict), the
+reader's surface checks, the evaluator's margin of the requested equation over its best other beam, and logistic
+regressions over these features (mwpgen/judge.py). Fitted candidates are scored on the development labels by 5-fold
+cross-validation (each fold's threshold chosen on the other four for precision >= TARGET); the candidate with the most
+recall at that precision is then fitted on all development labels and measured on the test labels, which choose
+nothing. Features are cached in OUT/features.jsonl (they cost a beam search per problem).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import judge_labels  # noqa: E402
+
+from mwpgen import judge  # noqa: E402
+from mwpgen.io import read_jsonl, write_json, write_jsonl  # noqa: E402
+
+TARGET = 0.85  # precision the judge must reach (issue 23), at recall >= 0.5
+FOLDS = 5
+SEED = 2021
+
+# name -> (features the logistic regression reads) or a fixed rule over Features
+RULES = {
+    "evaluator parse = E (ACC-eq)": lambda f: f.exact,
+    "evaluator parse equivalent to E": lambda f: f.equivalent,
+    "surface checks (numbers once, none extra, a question)": lambda f: f.numbers_once and not f.extra_numbers
+    and f.question,
+    "parse = E and surface checks": lambda f: f.exact and f.numbers_once and not f.extra_numbers and f.question,
+}
+FITTED = {
+    "margin (threshold)": ("margin",),
+    "margin + log p per token": ("margin", "logp_per_token"),
+    "margin + surface checks": ("margin", "numbers_once", "extra_numbers", "question"),
+    "all features": judge.FEATURE_NAMES,
+}
+
+
+def cached_features(model_dir: Path, rows: list[dict], out: Path) -> list[judge.Features]:
+    cache = out / "features.jsonl"
+    if cache.exists():
+        have = {r["uid"]: r for r in read_jsonl(cache)}
+        if all(r["uid"] in have for r in rows):
+            return [judge.Features(**{k: have[r["uid"]][k] for k in judge.FEATURE_NAMES}) for r in rows]
+    from mwpgen.lm.loading import load_trained
+
+    model, tokenizer = load_trained(model_dir, "cpu")
+    start = time.perf_counter()
+    feats = judge.features(model, tokenizer, [r["problem"] for r in rows], [r["equation"] for r in rows])
+    print(f"features of {len(rows)} problems: {time.perf_counter() - start:.0f} s", flush=True)
+    write_jsonl(cache, [{"uid": r["uid"], **vars(f)} for r, f in zip(rows, feats)])
+    return feats
+
+
+def cross_validated(use, feats, labels) -> list[bool]:
+    """Each dev problem's verdict from a judge fitted, and thresholded, on the other folds."""
+    order = list(range(len(labels)))
+    random.Random(SEED).shuffle(order)
+    verdict = [False] * len(labels)
+    for k in range(FOLDS):
+        held = order[k::FOLDS]
+        train = [i for i in order if i not in set(held)]
+        model = judge.fit([feats[i] for i in train], [labels[i] for i in train], use)
+        probs = model.probability([feats[i] for i in train])
+        model.threshold = judge.threshold_for_precision(probs, [labels[i] for i in train], TARGET)
+        for i, ok in zip(held, model.accepts([feats[i] for i in held])):
+            verdict[i] = ok
+    return verdict
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("evaluator", type=Path, help="the fold's evaluator (models/mwp2eq/<dataset>/fold<k>)")
+    cli.add_argument("--out", type=Path, default=ROOT / "docs" / "judge_choice")
+    args = cli.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = judge_labels.labels()
+    feats = cached_features(args.evaluator, rows, args.out)
+    dev = [i for i, r in enumerate(rows) if r["part"] == "dev"]
+    test = [i for i, r in enumerate(rows) if r["part"] == "test"]
+    y = [r["label"] for r in rows]
+    dev_f, dev_y = [feats[i] for i in dev], [y[i] for i in dev]
+
+    table = []
+    for name, rule in RULES.items():
+        table.append({"judge": name, "kind": "rule", **judge.precision_recall([rule(f) for f in dev_f], dev_y)})
+    for name, use in FITTED.items():
+        table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)",
+                      **judge.precision_recall(cross_validated(use, dev_f, dev_y), dev_y)})
+    eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET]
+    chosen = max(eligible or table, key=lambda t: (t["recall"], t["precision"]))
+
+    if chosen["judge"] in FITTED:
+        final = judge.fit(dev_f, dev_y, FITTED[chosen["judge"]])
+        final.threshold = judge.threshold_for_precision(final.probability(dev_f), dev_y, TARGET)
+        test_verdict = final.accepts([feats[i] for i in test])
+        write_json(args.out / "judge.json", final.to_dict())
+    else:
+        test_verdict = [RULES[chosen["judge"]](feats[i]) for i in test]
+    test_result = judge.precision_recall(test_verdict, [y[i] for i in test])
+    acc_eq_test = judge.precision_recall([feats[i].exact for i in test], [y[i] for i in test])
+
+    summary = {"evaluator": str(args.evaluator), "target_precision": TARGET, "dev": len(dev), "dev_consistent":
+               sum(dev_y), "test": len(test), "test_consistent": sum(y[i] for i in test), "candidates": table,
+               "chosen": chosen["judge"], "test_result": test_result, "acc_eq_verdict_on_test": acc_eq_test}
+    write_json(args.out / "judge_choice.json", summary)
+    lines = [f"### Consistency judges on the blind labels (evaluator {args.evaluator})", "",
+             f"Development labels: {len(dev)} problems ({sum(dev_y)} consistent). Target: precision >= {TARGET} "
+             "at recall >= 0.5.", "", "| judge | kind | precision | recall | accepted |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {t['judge']} | {t['kind']} | {t['precision']:.3f} | {t['recall']:.3f} | {t['accepted']} |"
+              for t in table]
+    lines += ["", f"Chosen on the development labels: **{chosen['judge']}**. On the {len(test)} test labels "
+              f"({sum(y[i] for i in test)} consistent), which chose nothing: precision {test_result['precision']:.3f}, "
+              f"recall {test_result['recall']:.3f} ({test_result['accepted']} accepted); the evaluator's ACC-eq verdict "
+              f"there: precision {acc_eq_test['precision']:.3f}, recall {acc_eq_test['recall']:.3f}."]
+    (args.out / "judge_choice.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The consistency judge's features and its logistic regression (mwpgen/judge.py), on a tiny random Llama."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from mwpgen import judge
+from mwpgen.lm.loading import load_model_and_tokenizer
+from mwpgen.lm.prompts import mwp2eq_examples
+from tiny_model import tiny_model_dir
+
+RECORDS = [
+    {"equation": "x = num1 - num2", "text": "Joan found num1 shells . She gave num2 away . How many are left ?"},
+    {"equation": "x = num1 * num2", "text": "Tom has num1 boxes with num2 candies each . How many candies ?"},
+    {"equation": "x = num1 + num2", "text": "A jar holds num1 marbles . Sam adds num2 marbles . How many now ?"},
+]
+
+
+def test_surface_checks_are_what_a_reader_checks_first():
+    ok = judge.surface_checks("x = num1 + num2", "Sam has num1 . He gets num2 . How many now ?")
+    assert ok == {"numbers_once": True, "extra_numbers": 0, "question": True}
+    assert judge.surface_checks("x = num1 + num2", "Sam has num1 . He gets num1 . How many ?")["numbers_once"] is False
+    assert judge.surface_checks("x = num1 + num2", "num1 and num2 and num3 . How many ?")["extra_numbers"] == 1
+    assert judge.surface_checks("x = num1 + num2", "Sam has num1 . He gets num2 .")["question"] is False
+
+
+@pytest.fixture(scope="module")
+def parser(tmp_path_factory):
+    corpus = [e.prompt + " " + e.target for e in mwp2eq_examples(RECORDS)]
+    model, tok = load_model_and_tokenizer(str(tiny_model_dir(tmp_path_factory.mktemp("m") / "m", corpus)),
+                                          Path("unused"))
+    return model, tok
+
+
+def test_the_margin_compares_the_equation_with_the_best_other_beam(parser):
+    model, tok = parser
+    problems, equations = [r["text"] for r in RECORDS], [r["equation"] for r in RECORDS]
+    feats = judge.features(model, tok, problems, equations, beams=3)
+    own = judge.equation_logprobs(model, tok, problems, equations)
+    beams = judge.beam_parses(model, tok, problems, beams=3)
+    for f, (logp, n), bs, e, p in zip(feats, own, beams, equations, problems):
+        assert f.logp_per_token == pytest.approx(logp / n)
+        others = [b for b in dict.fromkeys(bs) if b and not judge._same(b, e)]
+        if others:
+            best = max(judge.equation_logprobs(model, tok, [p] * len(others), others), key=lambda s: s[0])[0]
+            assert f.margin == pytest.approx(logp - best, abs=1e-4)
+        else:
+            assert f.margin == judge.MARGIN_CAP
+
+
+def test_the_regression_separates_what_its_features_separate_and_reloads():
+    feats = [judge.Features(margin=m, logp_per_token=-1.0, exact=m > 0, equivalent=m > 0, numbers_once=True,
+                            extra_numbers=0, question=True) for m in (-3, -2, -1, -0.5, 0.5, 1, 2, 3)]
+    labels = [0, 0, 0, 0, 1, 1, 1, 1]
+    model = judge.fit(feats, labels, ("margin",))
+    probs = model.probability(feats)
+    assert probs == sorted(probs) and probs[3] < 0.5 < probs[4]
+    model.threshold = judge.threshold_for_precision(probs, labels, 0.85)
+    assert judge.precision_recall(model.accepts(feats), labels) == {"precision": 1.0, "recall": 1.0, "accepted": 4,
+                                                                   "tp": 4, "fp": 0, "fn": 0}
+    again = judge.JudgeModel.from_dict(model.to_dict())
+    assert again.probability(feats) == pytest.approx(probs)
+
+
+def test_no_threshold_reaches_an_impossible_precision():
+    assert judge.threshold_for_precision([0.9, 0.8], [0, 0], 0.85) == 1.0
+    assert torch.isnan(torch.tensor(judge.precision_recall([False, False], [1, 0])["precision"]))
+
+
+def test_the_comparison_bench_chooses_on_dev_and_measures_on_test(parser, tmp_path, monkeypatch):
+    """bench/compare_judges.py end to end on a handful of labelled problems: a table of candidates on the dev part,
+    the chosen judge measured on the test part, features cached for a rerun."""
+    import json
+
+    from conftest import load_bench
+
+    bench = load_bench("compare_judges")
+    model, tok = parser
+    model.save_pretrained(tmp_path / "evaluator")
+    tok.save_pretrained(tmp_path / "evaluator")
+    rows = [{"uid": f"p{i}", "equation": r["equation"], "problem": r["text"], "part": part, "label": label}
+            for i, (r, part, label) in enumerate(
+                [(RECORDS[i % 3], "dev" if i < 10 else "test", int(i % 2 == 0)) for i in range(14)])]
+    monkeypatch.setattr(bench.judge_labels, "labels", lambda: rows)
+    monkeypatch.setattr("sys.argv", ["compare_judges", str(tmp_path / "evaluator"), "--out", str(tmp_path / "out")])
+    bench.main()
+    summary = json.loads((tmp_path / "out" / "judge_choice.json").read_text())
+    assert summary["dev"] == 10 and summary["test"] == 4
+    assert {c["judge"] for c in summary["candidates"]} == set(bench.RULES) | set(bench.FITTED)
+    assert summary["chosen"] in set(bench.RULES) | set(bench.FITTED)
+    assert (tmp_path / "out" / "features.jsonl").exists() and (tmp_path / "out" / "judge_choice.md").exists()
