@@ -14,7 +14,6 @@ nothing. Features are cached in OUT/features.jsonl (they cost a beam search per 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
