@@ -1,7 +1,10 @@
 """The whole pipeline: `dvc repro` under one parent MLflow run, so every stage run is its child.
 
 DVC decides which stages are stale; each stage it runs is a Prefect flow of its own (`python -m flows.<stage>`)
-that finds the parent run id in MWPGEN_PARENT_RUN_ID. This is also the flow that `prefect.yaml` deploys.
+that finds the parent run id in MWPGEN_PARENT_RUN_ID. Every stage reports to one Prefect API, named by
+PREFECT_API_URL in the environment `dvc repro` passes on: the server PREFECT_API_URL already names, else one this
+command starts on a free loopback port and stops at the end (orchestration/prefect_api.py), so no stage starts a
+temporary server of its own. This is also the flow that `prefect.yaml` deploys.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
 from orchestration.fold_run import DvcCommandError, dvc
+from orchestration.prefect_api import api_env, shared_api
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile
 from tracking.runs import PARENT_ENV, stage_run
@@ -48,7 +52,7 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
     cmd = ["dvc", "repro", *(["--force"] if force else []), *(targets or [])]
     with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
         run.params(params.model_dump())
-        env = {**os.environ, PARENT_ENV: run.run_id}
+        env = {**os.environ, **api_env(), PARENT_ENV: run.run_id}  # every stage: this run's Prefect API
         log.info("running %s (parent MLflow run %s)", " ".join(cmd), run.run_id)
         start = time.time()
         returncode, timings = _run_and_time_stages(cmd, env)
@@ -85,8 +89,10 @@ def main() -> None:
     # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours): exit status 1.
     params_or_exit(str(PROJECT_ROOT / "params.yaml"))
     try:
-        pipeline(targets=args.targets or None, force=args.force, push=not args.no_push)
-    except RuntimeError as e:
+        with shared_api() as api_url:
+            print(f"Prefect API for every stage: {api_url}", flush=True)
+            pipeline(targets=args.targets or None, force=args.force, push=not args.no_push)
+    except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
 
 

@@ -128,9 +128,10 @@ def test_a_fresh_clone_pulls_the_results_and_has_nothing_to_reproduce(fanned_out
     assert "up to date" in status, status
 
 
-def test_a_fold_that_keeps_failing_is_named_and_the_others_are_kept(tmp_path, monkeypatch):
+def test_a_fold_that_keeps_failing_is_named_and_the_others_are_kept(tmp_path, monkeypatch, prefect_api):
     """orchestration.fan_out with a fold that fails after its retries: the error names it, the other fold's lock entries and
-    uncached outputs are merged and pulled here, and no report runs (its inputs are incomplete)."""
+    uncached outputs are merged and pulled here, and no report runs (its inputs are incomplete). The flow runs in
+    this process, against the session's server (`prefect_api`), not a temporary one of its own."""
     import yaml
     from prefect import task
 
