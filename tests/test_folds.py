@@ -81,6 +81,7 @@ def fanned_out(tmp_path_factory, prefect_api):
                "api": prefect_api}
 
 
+@pytest.mark.slow
 def test_both_folds_reach_the_report(fanned_out):
     proc = fanned_out["proc"]
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}\n{fanned_out['worker_logs']}"
@@ -96,6 +97,7 @@ def test_both_folds_reach_the_report(fanned_out):
                                                                      abs=1e-4)
 
 
+@pytest.mark.slow
 def test_the_killed_fold_was_retried_and_completed(fanned_out):
     killed = fanned_out["killed"]
     assert killed and killed[0][0] != "error", killed or "the fold run was never seen running with its evaluator trained"
@@ -107,6 +109,7 @@ def test_the_killed_fold_was_retried_and_completed(fanned_out):
     assert [r.state_type.value for r in fold_flow_runs(fanned_out["api"], 0)] == ["COMPLETED"]  # the other fold ran once
 
 
+@pytest.mark.slow
 def test_a_fresh_clone_pulls_the_results_and_has_nothing_to_reproduce(fanned_out, tmp_path):
     parent = fanned_out["parent"]
     # What the run's owner commits: dvc.lock, the outputs DVC does not cache (metrics, reports, scores) and the

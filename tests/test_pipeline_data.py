@@ -13,6 +13,7 @@ from conftest import MIRROR, copy_project, run_in, scratch_env
 DATA_STAGES = ["download", "translate", "preprocess", "split"]
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.integration,
     pytest.mark.skipif(not (MIRROR / "math23k" / "Math_23K.json").exists(), reason=f"no data mirror at {MIRROR}"),
 ]
