@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,19 +26,37 @@ from mwpgen.config.profiles import apply_profile
 from tracking.runs import PARENT_ENV, stage_run
 
 
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, float]]:
     """Run `dvc repro`, echoing its output, and time each stage from its "Running stage" line to the next."""
     timings: dict[str, float] = {}
     current, since = None, time.time()
+    # Its own process group: an interruption of this process reaches DVC and the stage it runs (below) while the
+    # Prefect server they report to still answers.
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        if line.startswith("Running stage '"):
-            now = time.time()
-            if current:
-                timings[current] = round(now - since, 1)
-            current, since = line.split("'")[1], now
+                            text=True, bufsize=1, start_new_session=True)
+    try:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            if line.startswith("Running stage '"):
+                now = time.time()
+                if current:
+                    timings[current] = round(now - since, 1)
+                current, since = line.split("'")[1], now
+    except BaseException:  # Ctrl-C, SIGTERM (orchestration/prefect_api.py): DVC and its stage stop first, as on a Ctrl-C
+        _signal_group(proc, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        raise
     returncode = proc.wait()
     if current:
         timings[current] = round(time.time() - since, 1)

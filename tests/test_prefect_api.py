@@ -88,3 +88,21 @@ def test_the_pipeline_starts_one_server_and_its_stages_use_it(tmp_path):
     runs = db.execute("select flow.name, flow_run.state_type from flow_run join flow on flow.id = flow_run.flow_id"
                       ).fetchall()
     assert sorted(runs) == [("download", "COMPLETED"), ("pipeline", "COMPLETED")]
+
+
+def test_an_interrupted_pipeline_stops_dvc_and_its_stage_first():
+    """SIGTERM (as `shared_api` turns it into an exit) while `dvc repro` runs a stage: the stage -- here a sleeping
+    stand-in for `dvc repro` -- is interrupted and waited for before the pipeline process goes on to stop its
+    server; nothing is left running."""
+    code = ("import os, signal, sys\nfrom orchestration.prefect_api import _sigterm_as_exit\n"
+            "signal.signal(signal.SIGTERM, _sigterm_as_exit)\n"
+            "from orchestration.pipeline import _run_and_time_stages\n"
+            "_run_and_time_stages([sys.executable, '-c', 'import os, time; print(os.getpid(), flush=True); "
+            "time.sleep(300)'], dict(os.environ))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    stage_pid = int(proc.stdout.readline())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=90) == 128 + signal.SIGTERM
+    with pytest.raises(ProcessLookupError):
+        os.kill(stage_pid, 0)
