@@ -21,7 +21,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import Iterator
 
 API_ENV = "PREFECT_API_URL"
 
@@ -104,19 +104,24 @@ def prefect_server(home: Path | None = None, *, log: Path | None = None, env: di
     log = log or home / "server.log"
     env.pop(API_ENV, None)  # a server is not a client of another API
     env.update({"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
-                "PREFECT_SERVER_LOGGING_LEVEL": env.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING"),
-                "PREFECT_UI_ENABLED": "true" if ui else "false"})
-    port = free_port()
-    api_url = f"http://127.0.0.1:{port}/api"
-    out: IO[str]
+                "PREFECT_SERVER_LOGGING_LEVEL": env.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")})
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--ui" if ui else "--no-ui"]
     with open(log, "w") as out:
-        server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                                   "--port", str(port), *([] if ui else ["--no-ui"])],
-                                  env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                  start_new_session=True,
-                                  preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+        for attempt in range(3):  # the free port can be taken before the server binds it: another port then
+            port = free_port()
+            api_url = f"http://127.0.0.1:{port}/api"
+            server = subprocess.Popen([*cmd, "--port", str(port)], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+            try:
+                wait_until_serving(api_url, server, log, timeout_s)
+                break
+            except BaseException as e:
+                _stop(server)
+                if not (isinstance(e, PrefectServerError) and server.returncode not in (None, 0) and attempt < 2
+                        and "address already in use" in log.read_text(errors="replace").lower()):
+                    raise
         try:
-            wait_until_serving(api_url, server, log, timeout_s)
             yield api_url
         finally:
             flush_to_api()
