@@ -29,7 +29,7 @@ def test_generate_returns_the_keywords_each_baseline_problem_was_written_from(mo
             seen.extend(prompts)
             return [f"problem {i}" for i in range(len(prompts))]
 
-    monkeypatch.setattr(choose_decoding.models, "generate_lm", FakeGenerate)
+    monkeypatch.setattr(choose_decoding.models, "generate", FakeGenerate)
     records = [{"id": "a", "equation": "x = num1 + num2", "text": "t"},
                {"id": "b", "equation": "x = num1 - num2", "text": "t"}]
     keywords = {"baseline": {"a": ["apples", "Tom"], "b": []}}
