@@ -28,6 +28,7 @@ from prefect.futures import as_completed
 from flows.common import PROJECT_ROOT, params_or_exit
 from orchestration.fold_run import (DvcCommandError, FoldError, artifact_key, dvc, outputs_of, params_digest,
                         read_fold_markdown)
+from orchestration.prefect_api import API_ENV, api_env, is_serving
 from tracking.runs import PARENT_ENV, stage_run
 
 FOLD_DEPLOYMENT = "fold/mwpgen-fold"
@@ -116,7 +117,7 @@ def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> d
         if failed:
             raise FoldError(f"folds failed: {', '.join(f'{k} ({v})' for k, v in failed.items())}; the results of "
                             f"{', '.join(done) or 'no fold'} are merged into dvc.lock and pulled")
-        dvc(["repro", "report"], PROJECT_ROOT, {**os.environ, PARENT_ENV: run.run_id})
+        dvc(["repro", "report"], PROJECT_ROOT, {**os.environ, **api_env(), PARENT_ENV: run.run_id})
         dvc(["push"], PROJECT_ROOT)
     return {"folds": done}
 
@@ -126,6 +127,10 @@ def main() -> None:
     cli.add_argument("--deployment", default=FOLD_DEPLOYMENT, help="the fold deployment (prefect.yaml)")
     cli.add_argument("--concurrency", type=int, default=2, help="fold runs at once (at most)")
     args = cli.parse_args()
+    api_url = api_env().get(API_ENV)
+    if not api_url or not is_serving(api_url, timeout_s=10):
+        sys.exit(f"error: {API_ENV} must name the Prefect server the fold workers poll "
+                 f"({'it does not answer: ' + api_url if api_url else 'it is not set'})")
     try:
         pipeline_folds(args.deployment, args.concurrency)
     except (FoldError, DvcCommandError) as e:

@@ -26,6 +26,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from orchestration.prefect_api import api_env
 from tracking.runs import PARENT_ENV
 
 ROOT = Path(os.environ.get("MWPGEN_HOME") or Path(__file__).resolve().parent.parent)
@@ -116,7 +117,8 @@ def pull(root: Path) -> None:
 
 @task(cache_policy=NO_CACHE)
 def reproduce(root: Path, stages: list[str], parent_run_id: str | None) -> None:
-    env = {**os.environ, **({PARENT_ENV: parent_run_id} if parent_run_id else {})}
+    # The stages report to this flow run's Prefect API (the worker's), not each to a temporary server of its own.
+    env = {**os.environ, **api_env(), **({PARENT_ENV: parent_run_id} if parent_run_id else {})}
     dvc(["repro", *stages], root, env)
 
 

@@ -1,13 +1,17 @@
 """The whole pipeline: `dvc repro` under one parent MLflow run, so every stage run is its child.
 
 DVC decides which stages are stale; each stage it runs is a Prefect flow of its own (`python -m flows.<stage>`)
-that finds the parent run id in MWPGEN_PARENT_RUN_ID. This is also the flow that `prefect.yaml` deploys.
+that finds the parent run id in MWPGEN_PARENT_RUN_ID. Every stage reports to one Prefect API, named by
+PREFECT_API_URL in the environment `dvc repro` passes on: the server PREFECT_API_URL already names, else one this
+command starts on a free loopback port and stops at the end (orchestration/prefect_api.py), so no stage starts a
+temporary server of its own. This is also the flow that `prefect.yaml` deploys.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,24 +20,43 @@ from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
 from orchestration.fold_run import DvcCommandError, dvc
+from orchestration.prefect_api import api_env, shared_api
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from tracking.runs import PARENT_ENV, stage_run
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, float]]:
     """Run `dvc repro`, echoing its output, and time each stage from its "Running stage" line to the next."""
     timings: dict[str, float] = {}
     current, since = None, time.time()
+    # Its own process group: an interruption of this process reaches DVC and the stage it runs (below) while the
+    # Prefect server they report to still answers.
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1)
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        if line.startswith("Running stage '"):
-            now = time.time()
-            if current:
-                timings[current] = round(now - since, 1)
-            current, since = line.split("'")[1], now
+                            text=True, bufsize=1, start_new_session=True)
+    try:
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            if line.startswith("Running stage '"):
+                now = time.time()
+                if current:
+                    timings[current] = round(now - since, 1)
+                current, since = line.split("'")[1], now
+    except BaseException:  # Ctrl-C, SIGTERM (orchestration/prefect_api.py): DVC and its stage stop first, as on a Ctrl-C
+        _signal_group(proc, signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+        raise
     returncode = proc.wait()
     if current:
         timings[current] = round(time.time() - since, 1)
@@ -48,7 +71,7 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
     cmd = ["dvc", "repro", *(["--force"] if force else []), *(targets or [])]
     with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
         run.params(params.model_dump())
-        env = {**os.environ, PARENT_ENV: run.run_id}
+        env = {**os.environ, **api_env(), PARENT_ENV: run.run_id}  # every stage: this run's Prefect API
         log.info("running %s (parent MLflow run %s)", " ".join(cmd), run.run_id)
         start = time.time()
         returncode, timings = _run_and_time_stages(cmd, env)
@@ -87,8 +110,10 @@ def main() -> None:
     # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours): exit status 1.
     params_or_exit(str(PROJECT_ROOT / "params.yaml"))
     try:
-        pipeline(targets=args.targets or None, force=args.force, push=not args.no_push)
-    except RuntimeError as e:
+        with shared_api() as api_url:
+            print(f"Prefect API for every stage: {api_url}", flush=True)
+            pipeline(targets=args.targets or None, force=args.force, push=not args.no_push)
+    except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
 
 

@@ -3,6 +3,7 @@ _mwpgen_root="$(cd "$(dirname "${BASH_SOURCE[0]:-$0}")/.." && pwd)"
 export MWPGEN_HOME="$_mwpgen_root"
 export PREFECT_HOME="${PREFECT_HOME:-$_mwpgen_root/.prefect}"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false
+export DO_NOT_TRACK="${DO_NOT_TRACK:-1}"  # Prefect's client-side (SDK) telemetry off too
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="${PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS:-90}"
 export PREFECT_LOGGING_LEVEL="${PREFECT_LOGGING_LEVEL:-INFO}"
 export MLFLOW_DISABLE_TELEMETRY=true

@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from orchestration.prefect_api import API_ENV, free_port, point_prefect_at  # noqa: F401 -- free_port: tests use it
+from orchestration.prefect_api import prefect_server as start_prefect_server
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
@@ -42,13 +44,6 @@ def copy_project(dest: Path) -> None:
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True)
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on now (for a server a test starts)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def wait_until_serving(url: str, server: subprocess.Popen, log: Path, what: str, timeout_s: float) -> None:
     """Poll `url` until it answers 200; fail with the end of the server's `log` if it exits or `timeout_s` passes."""
     deadline = time.time() + timeout_s
@@ -66,27 +61,16 @@ def wait_until_serving(url: str, server: subprocess.Popen, log: Path, what: str,
 
 @contextmanager
 def prefect_server(home: Path) -> Iterator[str]:
-    """A Prefect server on a free loopback port, its API URL in os.environ["PREFECT_API_URL"] while it runs."""
-    port = free_port()
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_LOGGING_LEVEL": "WARNING"}
-    env.pop("PREFECT_API_URL", None)
-    log = open(home / "server.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                               "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        wait_until_serving(f"{url}/health", server, home / "server.log", "Prefect server", timeout_s=120)
-        os.environ["PREFECT_API_URL"] = url  # scratch_env passes it to every stage process
-        yield url
-    finally:
-        os.environ.pop("PREFECT_API_URL", None)
-        server.terminate()
+    """A Prefect server on a free loopback port (orchestration.prefect_api, as a pipeline run starts it), named by
+    PREFECT_API_URL in os.environ (scratch_env passes it to every stage process) and in this process's Prefect
+    settings (a flow a test runs here reports to it rather than to a temporary server of its own) while it runs."""
+    previous = os.environ.get(API_ENV)
+    with start_prefect_server(home, ui=False) as url:
+        point_prefect_at(url)
         try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
+            yield url
+        finally:
+            point_prefect_at(previous)
 
 
 @pytest.fixture(scope="session")
@@ -95,6 +79,19 @@ def prefect_api(tmp_path_factory) -> Iterator[str]:
     ephemeral one, several seconds each). Loopback only; stopped at the end of the session."""
     with prefect_server(tmp_path_factory.mktemp("prefect-home")) as url:
         yield url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_temporary_prefect_server_at_exit():
+    """A flow run in this process without an API starts Prefect's temporary server, which Prefect stops at
+    interpreter exit and says so through its log handler -- whose stream pytest has closed by then: a
+    `--- Logging error --- ... I/O operation on closed file` traceback after a green run. Tests run their flows
+    against `prefect_api`; should one not, its server is stopped here, at the end of the session, while pytest
+    still captures what it logs."""
+    yield
+    server_module = sys.modules.get("prefect.server.api.server")
+    for server in list(getattr(getattr(server_module, "SubprocessASGIServer", None), "_instances", {}).values()):
+        server.stop()
 
 
 def scratch_env(dest: Path, **extra: str) -> dict[str, str]:

@@ -88,6 +88,7 @@ def uninterrupted(tiny_dir, tmp_path_factory) -> list[dict]:
     return ranks_of(launch(tiny_dir, out), out) + [{"out": out}]
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_train_like_one_at_grad_accum_2(tiny_dir, uninterrupted):
     """Per-step losses (mean over ranks), validation curve, checkpoint choice and final weights of 2 ranks at
     batch 2 = one process at batch 2, grad_accum 2 on the same examples. Fails without the gradient all-reduce."""
@@ -118,6 +119,7 @@ def test_two_gloo_processes_train_like_one_at_grad_accum_2(tiny_dir, uninterrupt
     assert not (where["out"] / "resume").exists()  # every rank's state removed once the model is saved
 
 
+@pytest.mark.slow
 def test_killed_ranks_resume_bit_for_bit(tiny_dir, uninterrupted, tmp_path):
     """Both ranks killed after step 5 (states at step 4, one per rank): the relaunch ends where the uninterrupted
     launch ended."""

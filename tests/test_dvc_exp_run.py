@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 STAGE = """\

@@ -81,6 +81,7 @@ def fanned_out(tmp_path_factory, prefect_api):
                "api": prefect_api}
 
 
+@pytest.mark.slow
 def test_both_folds_reach_the_report(fanned_out):
     proc = fanned_out["proc"]
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}\n{fanned_out['worker_logs']}"
@@ -96,6 +97,7 @@ def test_both_folds_reach_the_report(fanned_out):
                                                                      abs=1e-4)
 
 
+@pytest.mark.slow
 def test_the_killed_fold_was_retried_and_completed(fanned_out):
     killed = fanned_out["killed"]
     assert killed and killed[0][0] != "error", killed or "the fold run was never seen running with its evaluator trained"
@@ -107,6 +109,7 @@ def test_the_killed_fold_was_retried_and_completed(fanned_out):
     assert [r.state_type.value for r in fold_flow_runs(fanned_out["api"], 0)] == ["COMPLETED"]  # the other fold ran once
 
 
+@pytest.mark.slow
 def test_a_fresh_clone_pulls_the_results_and_has_nothing_to_reproduce(fanned_out, tmp_path):
     parent = fanned_out["parent"]
     # What the run's owner commits: dvc.lock, the outputs DVC does not cache (metrics, reports, scores) and the
@@ -128,9 +131,10 @@ def test_a_fresh_clone_pulls_the_results_and_has_nothing_to_reproduce(fanned_out
     assert "up to date" in status, status
 
 
-def test_a_fold_that_keeps_failing_is_named_and_the_others_are_kept(tmp_path, monkeypatch):
+def test_a_fold_that_keeps_failing_is_named_and_the_others_are_kept(tmp_path, monkeypatch, prefect_api):
     """orchestration.fan_out with a fold that fails after its retries: the error names it, the other fold's lock entries and
-    uncached outputs are merged and pulled here, and no report runs (its inputs are incomplete)."""
+    uncached outputs are merged and pulled here, and no report runs (its inputs are incomplete). The flow runs in
+    this process, against the session's server (`prefect_api`), not a temporary one of its own."""
     import yaml
     from prefect import task
 

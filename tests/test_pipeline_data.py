@@ -13,6 +13,7 @@ from conftest import MIRROR, copy_project, run_in, scratch_env
 DATA_STAGES = ["download", "translate", "preprocess", "split"]
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.integration,
     pytest.mark.skipif(not (MIRROR / "math23k" / "Math_23K.json").exists(), reason=f"no data mirror at {MIRROR}"),
 ]
@@ -34,10 +35,22 @@ def ran_stages(output: str) -> list[str]:
     return [s for s in DATA_STAGES if f"Running stage '{s}'" in output]
 
 
-def test_pipeline_builds_the_data_stages(project):
+def test_pipeline_builds_the_data_stages(project, prefect_api):
     dest, _ = project
     proc = run([sys.executable, "-m", "orchestration.pipeline", *DATA_STAGES], project)
     assert ran_stages(proc.stdout + proc.stderr) == DATA_STAGES
+    # One Prefect API (the session's, PREFECT_API_URL): no stage started a temporary server of its own, and the
+    # pipeline's flow run and every stage's are in that server.
+    assert "Starting temporary server" not in proc.stdout + proc.stderr
+    assert f"Prefect API for every stage: {prefect_api}" in proc.stdout
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+
+    with get_client(sync_client=True) as client:
+        flows = {f.id: f.name for f in client.read_flows(flow_filter=FlowFilter(name=FlowFilterName(
+            any_=["pipeline", *DATA_STAGES])))}
+        runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["pipeline", *DATA_STAGES])))
+    assert {flows[r.flow_id] for r in runs if r.state_type.value == "COMPLETED"} == {"pipeline", *DATA_STAGES}
     stats = json.loads((dest / "metrics" / "data_stats.json").read_text())
     assert {d: stats[d]["ours"]["mwps"] for d in stats} == {"arithmetic": 1492, "mawps": 2373, "math23k": 23162}
     for d, s in stats.items():

@@ -18,6 +18,9 @@ from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
 from mwpgen.data.splits import seeded_folds
 
+pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)
+
+
 # One model per code path, to keep the suite short (each stage is a process of its own; they share one Prefect
 # server): GPT differs from GPT-pre only in pretrained=False (tests/test_lm.py), seq2seq-rnn's decoding from
 # seq2seq-tf's only inside mwpgen.seq2seq (tests/test_seq2seq.py); both are still trained here. Scoring is the

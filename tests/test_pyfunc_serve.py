@@ -19,6 +19,9 @@ from conftest import free_port, wait_until_serving
 from mwpgen import cli
 from test_generate_cli import make_tiny_bundle
 
+pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)
+
+
 SERVER_START_S = 120
 REQUEST_S = 60
 

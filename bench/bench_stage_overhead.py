@@ -1,0 +1,138 @@
+"""The fixed cost of one pipeline stage: a stage process that does no work, run alone (Prefect starts and stops a
+temporary server inside it, as `python -m flows.<stage>` does by itself) and with a shared Prefect API in its
+environment (as every stage of `python -m orchestration.pipeline` now runs), side by side, interleaved.
+
+The stage is what every stage flow is made of -- `flows.common.run_stage` running a Prefect flow that opens, logs to
+and closes one MLflow run (`tracking.runs.stage_run`) -- with nothing else in it, so what it measures is what each
+stage pays before and after its own work: Python, importing Prefect, MLflow and the project, the flow run, the
+MLflow run (sqlite store), and the exit. Each run is timed as a whole (spawn to exit) and split at stamps the stage
+writes: imported, flow body entered, flow body done, flow returned.
+
+    bash scripts/run.sh python bench/bench_stage_overhead.py [--repeats 5] [--split]
+
+`--split` also times `python -m flows.split` (a real, cheap stage: ~3 s of work) both ways; it needs this
+checkout's data/processed (the data stages run once). Stores (Prefect's database, MLflow's sqlite) are scratch
+ones in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestration.prefect_api import API_ENV, prefect_server  # noqa: E402
+
+NOOP_STAGE = '''\
+import json, sys, time
+from prefect import flow
+from flows.common import run_stage
+from tracking.runs import stage_run
+
+stamps = {"imported": time.time()}
+
+
+@flow(name="noop-stage")
+def noop_stage():
+    stamps["flow_body"] = time.time()
+    with stage_run("noop-stage") as run:
+        run.params({"n": 1})
+    stamps["flow_body_done"] = time.time()
+
+
+run_stage(noop_stage)
+stamps["flow_returned"] = time.time()
+with open(sys.argv[1], "w") as f:
+    json.dump(stamps, f)
+'''
+
+PHASES = [("python + imports", "start", "imported"), ("flow run start", "imported", "flow_body"),
+          ("MLflow run (open, log, close)", "flow_body", "flow_body_done"),
+          ("flow run end", "flow_body_done", "flow_returned"), ("exit", "flow_returned", "end")]
+
+
+def cpu() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        model = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")),
+                     platform.processor())
+    except OSError:
+        model = platform.processor()
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    return (f"{model}, {os.cpu_count()} CPUs, avx512_bf16 {'yes' if 'avx512_bf16' in flags else 'no'}, "
+            f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def run_once(cmd: list[str], env: dict, stamps_file: Path | None) -> tuple[float, dict]:
+    start = time.time()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    end = time.time()
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    if "Starting temporary server" in proc.stdout + proc.stderr and API_ENV in env:
+        sys.exit(f"{' '.join(cmd)} started a temporary server although {API_ENV} was set")
+    stamps = json.loads(stamps_file.read_text()) if stamps_file else {}
+    return end - start, {"start": start, **stamps, "end": end}
+
+
+def summary(xs: list[float]) -> str:
+    return f"min {min(xs):6.2f}  median {statistics.median(xs):6.2f}  max {max(xs):6.2f}"
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--repeats", type=int, default=5)
+    cli.add_argument("--split", action="store_true", help="also time `python -m flows.split` (needs data/processed)")
+    args = cli.parse_args()
+    if args.split and not (ROOT / "data" / "processed" / "arithmetic.jsonl").exists():
+        sys.exit("--split needs data/processed: run the data stages first (python -m orchestration.pipeline split)")
+
+    with tempfile.TemporaryDirectory(prefix="stage-overhead-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "noop_stage.py").write_text(NOOP_STAGE)
+        base = {k: v for k, v in os.environ.items() if k != API_ENV}
+        base.update({"PREFECT_HOME": str(tmp / "prefect"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
+                     "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+        base.pop("MWPGEN_PARENT_RUN_ID", None)
+        print(f"CPU: {cpu()}")
+        t = time.time()
+        with prefect_server(tmp / "prefect", ui=False, env=base) as url:
+            print(f"shared Prefect server ({url}) up in {time.time() - t:.1f} s (a fresh database: migrations "
+                  "included; paid once per pipeline run)")
+            shared = {**base, API_ENV: url}
+            cases = [("noop stage", [sys.executable, str(tmp / "noop_stage.py"), str(tmp / "stamps.json")], True)]
+            if args.split:
+                cases.append(("python -m flows.split", [sys.executable, "-m", "flows.split"], False))
+            for name, cmd, stamped in cases:
+                run_once(cmd, shared, tmp / "stamps.json" if stamped else None)  # warm the caches and the stores
+                walls = {"alone (own temporary server)": [], "shared API (PREFECT_API_URL)": []}
+                phases = {mode: {p: [] for p, _, _ in PHASES} for mode in walls}
+                for _ in range(args.repeats):  # interleaved: drift in the machine's load hits both alike
+                    for mode, env in zip(walls, (base, shared)):
+                        wall, stamps = run_once(cmd, env, tmp / "stamps.json" if stamped else None)
+                        walls[mode].append(wall)
+                        if stamped:
+                            for p, a, b in PHASES:
+                                phases[mode][p].append(stamps[b] - stamps[a])
+                print(f"\n{name}: wall seconds per stage process, {args.repeats} runs each")
+                for mode, xs in walls.items():
+                    print(f"  {mode:32s} {summary(xs)}")
+                if stamped:
+                    for mode in walls:
+                        print(f"  where the time goes, {mode} (median s):")
+                        for p, _, _ in PHASES:
+                            print(f"    {p:32s} {statistics.median(phases[mode][p]):6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,183 @@
+"""One Prefect API for a whole run: every stage process `dvc repro` starts reaches it instead of starting its own.
+
+A Prefect flow run alone (`python -m flows.split`) with no PREFECT_API_URL starts a temporary server of its own
+(several seconds on a 2-core CPU) and stops it when it exits. `shared_api()` gives a run one API: the server named by
+PREFECT_API_URL when it is set (a server the caller runs: the fold workers' one, a team's), else a `prefect server`
+started here on a free loopback port and stopped when the run ends, failed or interrupted. While inside, the
+environment (which `dvc repro` passes on to every stage) and this process's own Prefect settings name it.
+
+Nothing here imports Prefect at module level: a process that only checks or starts a server does not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+API_ENV = "PREFECT_API_URL"
+
+
+class PrefectServerError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def is_serving(api_url: str, timeout_s: float = 2.0) -> bool:
+    """Whether a Prefect API answers its health check at `api_url` (`http://host:port/api`)."""
+    try:
+        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout_s) as r:
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def wait_until_serving(api_url: str, server: subprocess.Popen, log: Path, timeout_s: float) -> None:
+    """Poll the health check until it answers; raise with the end of the server's `log` if the server exits first or
+    `timeout_s` passes."""
+    deadline = time.monotonic() + timeout_s
+    while not is_serving(api_url):
+        if server.poll() is not None or time.monotonic() > deadline:
+            why = f"exited with {server.returncode}" if server.poll() is not None else f"not up after {timeout_s:.0f} s"
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise PrefectServerError(f"the Prefect server ({api_url}) {why}; the end of {log}:\n{tail}")
+        time.sleep(0.2)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the server gets SIGTERM when the process that started it dies, even by SIGKILL (no orphan server)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001 -- best effort: without it, only a clean exit stops the server
+        pass
+
+
+def flush_to_api(timeout_s: float = 10) -> None:
+    """Send what this process's Prefect still holds for the API (its log and event queues) now, while the server
+    answers; Prefect would otherwise send it at interpreter exit, after the server stopped."""
+    for module, name in (("prefect.logging.handlers", "APILogWorker"), ("prefect.events.worker", "EventsWorker")):
+        worker = getattr(sys.modules.get(module), name, None)
+        if worker is not None:
+            try:
+                worker.drain_all(timeout=timeout_s, at_exit=False)
+            except Exception:  # noqa: BLE001 -- a flush that fails must not hide why the run ended
+                pass
+
+
+def _stop(server: subprocess.Popen, timeout_s: float = 30) -> None:
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+@contextmanager
+def prefect_server(home: Path | None = None, *, log: Path | None = None, env: dict[str, str] | None = None,
+                   ui: bool = True, timeout_s: float = 120) -> Iterator[str]:
+    """`prefect server start` on a free loopback port; yields its API URL once it answers; stops it on exit.
+
+    `home` is its PREFECT_HOME (its database; default: PREFECT_HOME, else Prefect's ~/.prefect), `log` where its
+    output goes (default `home`/server.log). It runs in a session of its own, so a Ctrl-C at the terminal reaches
+    the run (which then stops it here, after its stages have ended) rather than the server first."""
+    env = dict(os.environ if env is None else env)
+    home = Path(home or env.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    home.mkdir(parents=True, exist_ok=True)
+    log = log or home / "server.log"
+    env.pop(API_ENV, None)  # a server is not a client of another API
+    env.update({"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1",
+                "PREFECT_SERVER_LOGGING_LEVEL": env.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING")})
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--ui" if ui else "--no-ui"]
+    with open(log, "w") as out:
+        for attempt in range(3):  # the free port can be taken before the server binds it: another port then
+            port = free_port()
+            api_url = f"http://127.0.0.1:{port}/api"
+            server = subprocess.Popen([*cmd, "--port", str(port)], env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                      stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+            try:
+                wait_until_serving(api_url, server, log, timeout_s)
+                break
+            except BaseException as e:
+                _stop(server)
+                if not (isinstance(e, PrefectServerError) and server.returncode not in (None, 0) and attempt < 2
+                        and "address already in use" in log.read_text(errors="replace").lower()):
+                    raise
+        try:
+            yield api_url
+        finally:
+            flush_to_api()
+            _stop(server)
+
+
+def point_prefect_at(api_url: str | None) -> None:
+    """PREFECT_API_URL := `api_url` (None: unset) in the environment, which subprocesses inherit, and in this
+    process's Prefect settings if Prefect is already imported (it reads the environment once, at import)."""
+    if api_url is None:
+        os.environ.pop(API_ENV, None)
+    else:
+        os.environ[API_ENV] = api_url
+    if "prefect.context" in sys.modules:
+        sys.modules["prefect.context"].refresh_global_settings_context()
+
+
+def api_env() -> dict[str, str]:
+    """{PREFECT_API_URL: url} for a subprocess's environment: the API this process's Prefect uses (from the
+    environment or a Prefect profile), so the stages a flow run starts report to the same server; {} when none is
+    set (each stage would then start a temporary server of its own)."""
+    if os.environ.get(API_ENV):
+        return {API_ENV: os.environ[API_ENV]}
+    if "prefect" not in sys.modules:
+        return {}
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    return {API_ENV: url} if url else {}
+
+
+def _sigterm_as_exit(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def shared_api(home: Path | None = None, ui: bool = True) -> Iterator[str]:
+    """The Prefect API a whole run uses, named by PREFECT_API_URL while inside (environment and this process's
+    settings). PREFECT_API_URL already set: that server, which must answer. Otherwise a server started here
+    (`prefect_server`), stopped on the way out -- also after a failure, a Ctrl-C or a SIGTERM."""
+    existing = os.environ.get(API_ENV)
+    if existing:
+        if not is_serving(existing, timeout_s=10):
+            raise PrefectServerError(f"{API_ENV}={existing} does not answer (its /health); start that server, or "
+                                     f"unset {API_ENV} to have this run start one of its own")
+        yield existing
+        return
+    main_thread = threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_exit) if main_thread else None
+    try:
+        with prefect_server(home, ui=ui) as url:
+            point_prefect_at(url)
+            try:
+                yield url
+            finally:
+                point_prefect_at(None)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
