@@ -43,24 +43,36 @@ FITTED = {
     "margin (threshold)": ("margin",),
     "margin + log p per token": ("margin", "logp_per_token"),
     "margin + surface checks": ("margin", "numbers_once", "extra_numbers", "question"),
+    "all evaluator features": judge.EVALUATOR_FEATURES,
+}
+WITH_CLASSIFIER = {  # candidates that read the consistency classifier (--classifier)
+    "consistency classifier (threshold)": ("classifier",),
+    "classifier + margin + surface checks": ("classifier", "margin", "numbers_once", "extra_numbers", "question"),
     "all features": judge.FEATURE_NAMES,
 }
 
 
-def cached_features(model_dir: Path, rows: list[dict], out: Path) -> list[judge.Features]:
-    cache = out / "features.jsonl"
-    if cache.exists():
-        have = {r["uid"]: r for r in read_jsonl(cache)}
-        if all(r["uid"] in have for r in rows):
-            return [judge.Features(**{k: have[r["uid"]][k] for k in judge.FEATURE_NAMES}) for r in rows]
+def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Path | None) -> list[judge.Features]:
+    """The evaluator's features of every labelled problem (cached: a beam search each), with the classifier's
+    probability added when one is given."""
     from mwpgen.lm.loading import load_trained
 
-    model, tokenizer = load_trained(model_dir, "cpu")
-    start = time.perf_counter()
-    feats = judge.features(model, tokenizer, [r["problem"] for r in rows], [r["equation"] for r in rows])
-    print(f"features of {len(rows)} problems: {time.perf_counter() - start:.0f} s", flush=True)
-    write_jsonl(cache, [{"uid": r["uid"], **vars(f)} for r, f in zip(rows, feats)])
-    return feats
+    cache = out / "features.jsonl"
+    have = {r["uid"]: r for r in read_jsonl(cache)} if cache.exists() else {}
+    if not all(r["uid"] in have for r in rows):
+        model, tokenizer = load_trained(model_dir, "cpu")
+        start = time.perf_counter()
+        feats = judge.features(model, tokenizer, [r["problem"] for r in rows], [r["equation"] for r in rows])
+        print(f"features of {len(rows)} problems: {time.perf_counter() - start:.0f} s", flush=True)
+        have = {r["uid"]: {"uid": r["uid"], **vars(f)} for r, f in zip(rows, feats)}
+    if classifier is not None and not all(have[r["uid"]].get("classifier") is not None for r in rows):
+        model, tokenizer = load_trained(classifier, "cpu")
+        probs = judge.classifier_probabilities(model, tokenizer, [r["problem"] for r in rows],
+                                               [r["equation"] for r in rows])
+        for r, p in zip(rows, probs):
+            have[r["uid"]]["classifier"] = p
+    write_jsonl(cache, [have[r["uid"]] for r in rows])
+    return [judge.Features(**{k: have[r["uid"]].get(k) for k in judge.FEATURE_NAMES}) for r in rows]
 
 
 def cross_validated(use, feats, labels) -> list[bool]:
@@ -82,11 +94,13 @@ def cross_validated(use, feats, labels) -> list[bool]:
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("evaluator", type=Path, help="the fold's evaluator (models/mwp2eq/<dataset>/fold<k>)")
+    cli.add_argument("--classifier", type=Path, help="a consistency classifier (bench/train_judge_classifier.py)")
     cli.add_argument("--out", type=Path, default=ROOT / "docs" / "judge_choice")
     args = cli.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = judge_labels.labels()
-    feats = cached_features(args.evaluator, rows, args.out)
+    feats = cached_features(args.evaluator, rows, args.out, args.classifier)
+    fitted = FITTED | (WITH_CLASSIFIER if args.classifier else {})
     dev = [i for i, r in enumerate(rows) if r["part"] == "dev"]
     test = [i for i, r in enumerate(rows) if r["part"] == "test"]
     y = [r["label"] for r in rows]
@@ -95,14 +109,17 @@ def main() -> None:
     table = []
     for name, rule in RULES.items():
         table.append({"judge": name, "kind": "rule", **judge.precision_recall([rule(f) for f in dev_f], dev_y)})
-    for name, use in FITTED.items():
+    for name, use in fitted.items():
         table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)",
                       **judge.precision_recall(cross_validated(use, dev_f, dev_y), dev_y)})
+    # The most recall among those at the target precision; if none reaches it, the most precise at recall >= 0.5.
     eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET]
-    chosen = max(eligible or table, key=lambda t: (t["recall"], t["precision"]))
+    fallback = [t for t in table if t["recall"] >= 0.5 and t["precision"] == t["precision"]]
+    chosen = (max(eligible, key=lambda t: (t["recall"], t["precision"])) if eligible
+              else max(fallback or table, key=lambda t: (t["precision"] == t["precision"], t["precision"], t["recall"])))
 
-    if chosen["judge"] in FITTED:
-        final = judge.fit(dev_f, dev_y, FITTED[chosen["judge"]])
+    if chosen["judge"] in fitted:
+        final = judge.fit(dev_f, dev_y, fitted[chosen["judge"]])
         final.threshold = judge.threshold_for_precision(final.probability(dev_f), dev_y, TARGET)
         test_verdict = final.accepts([feats[i] for i in test])
         write_json(args.out / "judge.json", final.to_dict())
@@ -111,16 +128,19 @@ def main() -> None:
     test_result = judge.precision_recall(test_verdict, [y[i] for i in test])
     acc_eq_test = judge.precision_recall([feats[i].exact for i in test], [y[i] for i in test])
 
-    summary = {"evaluator": str(args.evaluator), "target_precision": TARGET, "dev": len(dev), "dev_consistent":
+    summary = {"evaluator": str(args.evaluator), "classifier": str(args.classifier) if args.classifier else None,
+               "target_precision": TARGET, "dev": len(dev), "dev_consistent":
                sum(dev_y), "test": len(test), "test_consistent": sum(y[i] for i in test), "candidates": table,
                "chosen": chosen["judge"], "test_result": test_result, "acc_eq_verdict_on_test": acc_eq_test}
     write_json(args.out / "judge_choice.json", summary)
-    lines = [f"### Consistency judges on the blind labels (evaluator {args.evaluator})", "",
+    lines = [f"### Consistency judges on the blind labels (evaluator {args.evaluator}"
+             + (f", classifier {args.classifier})" if args.classifier else ")"), "",
              f"Development labels: {len(dev)} problems ({sum(dev_y)} consistent). Target: precision >= {TARGET} "
              "at recall >= 0.5.", "", "| judge | kind | precision | recall | accepted |", "|---|---|---:|---:|---:|"]
     lines += [f"| {t['judge']} | {t['kind']} | {t['precision']:.3f} | {t['recall']:.3f} | {t['accepted']} |"
               for t in table]
-    lines += ["", f"Chosen on the development labels: **{chosen['judge']}**. On the {len(test)} test labels "
+    lines += ["", ("" if eligible else f"No candidate reaches precision {TARGET} on the development labels; the most "
+                   "precise at recall >= 0.5 is measured. ") + f"Chosen on the development labels: **{chosen['judge']}**. On the {len(test)} test labels "
               f"({sum(y[i] for i in test)} consistent), which chose nothing: precision {test_result['precision']:.3f}, "
               f"recall {test_result['recall']:.3f} ({test_result['accepted']} accepted); the evaluator's ACC-eq verdict "
               f"there: precision {acc_eq_test['precision']:.3f}, recall {acc_eq_test['recall']:.3f}."]

@@ -10,24 +10,33 @@ parser knows and of what a reader checks first:
 - `exact`, `equivalent`: the greedy parse is E symbol for symbol, or symbolically.
 - `numbers_once`: every numN of E appears in M exactly once; `extra_numbers`: numN tokens in M that E does not use;
   `question`: the last sentence asks something. What a reader checks before solving.
+- `classifier`: the consistency classifier's p(yes) (below), where one was trained.
 
 `JudgeModel` is a logistic regression over these features, fitted on labelled problems; its probability is the judge's
 p(consistent), and a threshold chosen on development labels turns it into a verdict.
+
+The evaluator never saw a problem that does NOT encode an equation, so it parses many of them into the requested
+equation anyway. The consistency classifier is taught the difference: a causal LM fine-tuned on "problem: M equation:
+E consistent:" -> yes / no, with the training fold's real pairs as yes and hard negatives made from them as no
+(`consistency_examples`: an operator flipped, the operands of - or / swapped, a number of the problem repeated in
+place of another, the question of another problem, the equation of another problem).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
 from mwpgen.data.equations import equivalent, is_num_token
 from mwpgen.evaluation.metrics import equation_symbols
 from mwpgen.lm.decoding import _generation_config, _left_pad
-from mwpgen.lm.prompts import IGNORE_INDEX, collate, encode_example, encode_prompt, mwp2eq_example, mwp2eq_prompt
+from mwpgen.lm.prompts import (IGNORE_INDEX, LMExample, collate, encode_example, encode_prompt, mwp2eq_example,
+                                mwp2eq_prompt)
 
 MARGIN_CAP = 10.0  # a margin beyond this says nothing more (and no alternative at all is this)
 
@@ -41,13 +50,17 @@ class Features:
     numbers_once: bool
     extra_numbers: int
     question: bool
+    classifier: float | None = None  # the consistency classifier's p(yes), where one was run
 
     def vector(self) -> list[float]:
         return [max(-MARGIN_CAP, min(MARGIN_CAP, self.margin)), self.logp_per_token, float(self.exact),
-                float(self.equivalent), float(self.numbers_once), float(self.extra_numbers > 0), float(self.question)]
+                float(self.equivalent), float(self.numbers_once), float(self.extra_numbers > 0), float(self.question),
+                0.5 if self.classifier is None else self.classifier]
 
 
-FEATURE_NAMES = ("margin", "logp_per_token", "exact", "equivalent", "numbers_once", "extra_numbers", "question")
+FEATURE_NAMES = ("margin", "logp_per_token", "exact", "equivalent", "numbers_once", "extra_numbers", "question",
+                 "classifier")
+EVALUATOR_FEATURES = FEATURE_NAMES[:-1]
 
 
 def surface_checks(equation: str, problem: str) -> dict:
@@ -199,3 +212,99 @@ def threshold_for_precision(probabilities: Sequence[float], labels: Sequence[int
         if pr["accepted"] and pr["precision"] >= precision:
             best = t
     return best
+
+
+# ---------------------------------------------------------------- the consistency classifier
+
+CLASSIFIER_TEMPLATE = "problem: {problem} equation: {equation} consistent:"
+ANSWERS = ("yes", "no")  # targets; encoded, as every target, after a space
+_FLIP = {"+": "-", "-": "+", "*": "/", "/": "*"}
+
+
+def classifier_prompt(problem: str, equation: str) -> str:
+    return CLASSIFIER_TEMPLATE.format(problem=problem, equation=equation)
+
+
+def _flip_operator(equation: str, rng: random.Random) -> str | None:
+    symbols = equation.split()
+    ops = [i for i, s in enumerate(symbols) if s in _FLIP]
+    if not ops:
+        return None
+    i = rng.choice(ops)
+    return " ".join(symbols[:i] + [_FLIP[symbols[i]]] + symbols[i + 1 :])
+
+
+def _swap_operands(equation: str, rng: random.Random) -> str | None:
+    """`a - b` -> `b - a` (or /) where both sides are single tokens: the classic wrong order."""
+    symbols = equation.split()
+    spots = [i for i in range(1, len(symbols) - 1) if symbols[i] in "-/" and symbols[i - 1] not in ")("
+             and symbols[i + 1] not in "()" and symbols[i - 1] != "="]
+    if not spots:
+        return None
+    i = rng.choice(spots)
+    symbols[i - 1], symbols[i + 1] = symbols[i + 1], symbols[i - 1]
+    return " ".join(symbols)
+
+
+def _repeat_number(problem: str, equation: str, rng: random.Random) -> str | None:
+    """One numN of the equation replaced in the problem by another it already has: a number missing, one repeated."""
+    used = sorted({s for s in equation.split() if is_num_token(s)})
+    if len(used) < 2:
+        return None
+    gone, kept = rng.sample(used, 2)
+    return re.sub(rf"\b{gone}\b", kept, problem)
+
+
+def _other_question(problem: str, other: str) -> str | None:
+    """The problem's last sentence (its question) replaced by another problem's."""
+    mine = re.split(r"(?<=[.!?])\s+", problem.strip())
+    theirs = re.split(r"(?<=[.!?])\s+", other.strip())
+    if len(mine) < 2 or not theirs[-1].endswith("?") or theirs[-1] == mine[-1]:
+        return None
+    return " ".join(mine[:-1] + [theirs[-1]])
+
+
+def consistency_examples(records: Sequence[dict], seed: int) -> Callable[[int], list[LMExample]]:
+    """`epoch -> examples`: each real (problem, equation) as " yes" and one hard negative made from it as " no",
+    a fresh negative per epoch (seeded). Negatives are checked not to be the same equation again."""
+
+    def for_epoch(epoch: int) -> list[LMExample]:
+        rng = random.Random(f"{seed}:consistency:{epoch}")
+        out = []
+        for r in records:
+            problem, equation = r["text"], r["equation"]
+            out.append(LMExample(classifier_prompt(problem, equation), ANSWERS[0], kind="classifier"))
+            other = records[rng.randrange(len(records))]
+            makers = [lambda: (problem, _flip_operator(equation, rng)),
+                      lambda: (problem, _swap_operands(equation, rng)),
+                      lambda: (_repeat_number(problem, equation, rng), equation),
+                      lambda: (_other_question(problem, other["text"]), equation),
+                      lambda: (problem, other["equation"])]
+            rng.shuffle(makers)
+            for make in makers:
+                bad_problem, bad_equation = make()
+                if bad_problem and bad_equation and not (bad_problem == problem and _same(bad_equation, equation)):
+                    out.append(LMExample(classifier_prompt(bad_problem, bad_equation), ANSWERS[1], kind="classifier"))
+                    break
+        return out
+
+    return for_epoch
+
+
+@torch.no_grad()
+def classifier_probabilities(model, tokenizer, problems: Sequence[str], equations: Sequence[str], *,
+                             batch_size: int = 16) -> list[float]:
+    """p(yes) against p(no) for the answer after each (problem, equation) prompt."""
+    device = next(model.parameters()).device
+    yes, no = (tokenizer(" " + a, add_special_tokens=False)["input_ids"][0] for a in ANSWERS)
+    was_training = model.training
+    model.eval()
+    out: list[float] = []
+    for start in range(0, len(problems), batch_size):
+        prompts = [encode_prompt(tokenizer, classifier_prompt(p, e))
+                   for p, e in zip(problems[start : start + batch_size], equations[start : start + batch_size])]
+        ids, mask = _left_pad(prompts, tokenizer.pad_token_id)
+        logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits[:, -1].float()
+        out += torch.softmax(logits[:, [yes, no]], -1)[:, 0].tolist()
+    model.train(was_training)
+    return out

@@ -91,4 +91,39 @@ def test_the_comparison_bench_chooses_on_dev_and_measures_on_test(parser, tmp_pa
     assert summary["dev"] == 10 and summary["test"] == 4
     assert {c["judge"] for c in summary["candidates"]} == set(bench.RULES) | set(bench.FITTED)
     assert summary["chosen"] in set(bench.RULES) | set(bench.FITTED)
+    # With a classifier (here the same tiny model), its candidates join the table; the cached features are reused.
+    monkeypatch.setattr("sys.argv", ["compare_judges", str(tmp_path / "evaluator"), "--out", str(tmp_path / "out"),
+                                     "--classifier", str(tmp_path / "evaluator")])
+    bench.main()
+    summary = json.loads((tmp_path / "out" / "judge_choice.json").read_text())
+    assert set(bench.WITH_CLASSIFIER) <= {c["judge"] for c in summary["candidates"]}
     assert (tmp_path / "out" / "features.jsonl").exists() and (tmp_path / "out" / "judge_choice.md").exists()
+
+
+def test_hard_negatives_are_made_from_real_problems_and_are_not_the_same_pair():
+    records = [{"equation": "x = num1 - num2", "text": "Sam had num1 apples . He ate num2 . How many are left ?"},
+               {"equation": "x = num1 * num2", "text": "Ann has num1 bags of num2 beads . How many beads ?"},
+               {"equation": "x = num1 + num2", "text": "A bus has num1 people . num2 get on . How many now ?"}] * 4
+    examples = judge.consistency_examples(records, seed=3)
+    first, again, other = examples(0), examples(0), examples(1)
+    assert [e.prompt for e in first] == [e.prompt for e in again]  # seeded per epoch
+    assert [e.prompt for e in first] != [e.prompt for e in other]  # a fresh negative per epoch
+    yes = {e.prompt for e in first if e.target == "yes"}
+    no = [e.prompt for e in first if e.target == "no"]
+    assert len(yes) == 3 and len(no) == len(records) and not yes & set(no)
+    assert judge._swap_operands("x = num1 - num2", __import__("random").Random(0)) == "x = num2 - num1"
+    assert judge._repeat_number("a num1 b num2 ?", "x = num1 + num2", __import__("random").Random(0)) in (
+        "a num1 b num1 ?", "a num2 b num2 ?")
+
+
+def test_the_classifier_probability_is_its_yes_against_its_no(parser):
+    model, tok = parser
+    problems, equations = [r["text"] for r in RECORDS], [r["equation"] for r in RECORDS]
+    probs = judge.classifier_probabilities(model, tok, problems, equations, batch_size=2)
+    yes, no = (tok(" " + a, add_special_tokens=False)["input_ids"][0] for a in judge.ANSWERS)
+    from mwpgen.lm.prompts import encode_prompt
+
+    ids = torch.tensor([encode_prompt(tok, judge.classifier_prompt(problems[0], equations[0]))])
+    logits = model(input_ids=ids).logits[0, -1]
+    assert probs[0] == pytest.approx(float(torch.softmax(logits[[yes, no]], -1)[0]), abs=1e-5)
+    assert all(0 < p < 1 for p in probs)
