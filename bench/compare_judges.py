@@ -75,20 +75,39 @@ def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Pa
     return [judge.Features(**{k: have[r["uid"]].get(k) for k in judge.FEATURE_NAMES}) for r in rows]
 
 
-def cross_validated(use, feats, labels) -> list[bool]:
-    """Each dev problem's verdict from a judge fitted, and thresholded, on the other folds."""
+def auc(scores, labels) -> float:
+    """P(a consistent problem scores above an inconsistent one), ties half."""
+    pos = [s for s, y in zip(scores, labels) if y]
+    neg = [s for s, y in zip(scores, labels) if not y]
+    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
+
+
+def precision_at_recall(scores, labels, recall: float = 0.5) -> float:
+    """The precision of the highest-scoring problems that hold `recall` of the consistent ones."""
+    ranked = sorted(zip(scores, labels), key=lambda t: -t[0])
+    need, tp = recall * sum(labels), 0
+    for k, (_, y) in enumerate(ranked, start=1):
+        tp += y
+        if tp >= need:
+            return tp / k
+    return float("nan")
+
+
+def cross_validated(use, feats, labels) -> tuple[list[bool], list[float]]:
+    """Each dev problem's verdict and probability from a judge fitted, and thresholded, on the other folds."""
     order = list(range(len(labels)))
     random.Random(SEED).shuffle(order)
     verdict = [False] * len(labels)
+    prob = [0.0] * len(labels)
     for k in range(FOLDS):
         held = order[k::FOLDS]
         train = [i for i in order if i not in set(held)]
         model = judge.fit([feats[i] for i in train], [labels[i] for i in train], use)
         probs = model.probability([feats[i] for i in train])
         model.threshold = judge.threshold_for_precision(probs, [labels[i] for i in train], TARGET)
-        for i, ok in zip(held, model.accepts([feats[i] for i in held])):
-            verdict[i] = ok
-    return verdict
+        for i, ok, p in zip(held, model.accepts([feats[i] for i in held]), model.probability([feats[i] for i in held])):
+            verdict[i], prob[i] = ok, p
+    return verdict, prob
 
 
 def main() -> None:
@@ -110,8 +129,9 @@ def main() -> None:
     for name, rule in RULES.items():
         table.append({"judge": name, "kind": "rule", **judge.precision_recall([rule(f) for f in dev_f], dev_y)})
     for name, use in fitted.items():
-        table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)",
-                      **judge.precision_recall(cross_validated(use, dev_f, dev_y), dev_y)})
+        verdict, prob = cross_validated(use, dev_f, dev_y)
+        table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)", **judge.precision_recall(verdict, dev_y),
+                      "auc": auc(prob, dev_y), "precision_at_recall_0.5": precision_at_recall(prob, dev_y)})
     # The most recall among those at the target precision; if none reaches it, the most precise at recall >= 0.5.
     eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET]
     fallback = [t for t in table if t["recall"] >= 0.5 and t["precision"] == t["precision"]]
@@ -136,9 +156,14 @@ def main() -> None:
     lines = [f"### Consistency judges on the blind labels (evaluator {args.evaluator}"
              + (f", classifier {args.classifier})" if args.classifier else ")"), "",
              f"Development labels: {len(dev)} problems ({sum(dev_y)} consistent). Target: precision >= {TARGET} "
-             "at recall >= 0.5.", "", "| judge | kind | precision | recall | accepted |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {t['judge']} | {t['kind']} | {t['precision']:.3f} | {t['recall']:.3f} | {t['accepted']} |"
-              for t in table]
+             "at recall >= 0.5. Fitted judges: the verdict at the threshold chosen for that precision on the other "
+             "folds (none accepted: no threshold reached it), and, from their cross-validated probabilities, the AUC "
+             "and the best precision at recall 0.5.", "",
+             "| judge | kind | precision | recall | accepted | AUC | precision at recall 0.5 |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    cell = lambda t, k: f"{t[k]:.3f}" if k in t else ""  # noqa: E731
+    lines += [f"| {t['judge']} | {t['kind']} | {t['precision']:.3f} | {t['recall']:.3f} | {t['accepted']} | "
+              f"{cell(t, 'auc')} | {cell(t, 'precision_at_recall_0.5')} |" for t in table]
     lines += ["", ("" if eligible else f"No candidate reaches precision {TARGET} on the development labels; the most "
                    "precise at recall >= 0.5 is measured. ") + f"Chosen on the development labels: **{chosen['judge']}**. On the {len(test)} test labels "
               f"({sum(y[i] for i in test)} consistent), which chose nothing: precision {test_result['precision']:.3f}, "
