@@ -63,7 +63,7 @@ def test_an_interrupted_run_stops_its_server(home, sig):
     url = proc.stdout.readline().strip()
     assert is_serving(url), proc.stderr.read() if proc.poll() is not None else url
     proc.send_signal(sig)
-    proc.wait(timeout=60)
+    proc.wait(timeout=120)  # the bound: flush_to_api's 2 x 10 s, the server's 30 s of graceful stop, then a kill
     deadline = time.time() + 10
     while is_serving(url) and time.time() < deadline:
         time.sleep(0.2)
