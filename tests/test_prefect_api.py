@@ -55,7 +55,10 @@ def test_a_server_is_started_named_and_stopped_even_after_a_failure(home, monkey
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_run_stops_its_server(home, sig):
-    code = ("import sys, time\nfrom orchestration.prefect_api import shared_api\n"
+    # SIGINT back to Python's KeyboardInterrupt: a process started by one that ignores it (as code earlier in the
+    # suite leaves pytest) inherits SIG_IGN, and the signal would never arrive.
+    code = ("import signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "from orchestration.prefect_api import shared_api\n"
             "with shared_api(sys.argv[1], ui=False) as url:\n    print(url, flush=True)\n    time.sleep(300)\n")
     env = {k: v for k, v in os.environ.items() if k != API_ENV}
     proc = subprocess.Popen([sys.executable, "-c", code, str(home)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
