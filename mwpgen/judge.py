@@ -121,7 +121,7 @@ def features(model, tokenizer, problems: Sequence[str], equations: Sequence[str]
     """The judge's features of each (problem, equation) pair under the parser `model` (the evaluator)."""
     parses = beam_parses(model, tokenizer, problems, beams=beams, batch_size=batch_size)
     # Score E and every other beam teacher-forced, the same way, so the margin compares like with like.
-    others = [[b for b in dict.fromkeys(bs) if b and not _same(b, e)] for bs, e in zip(parses, equations)]
+    others = [[b for b in dict.fromkeys(bs) if b and not equivalent(b, e)] for bs, e in zip(parses, equations)]
     pairs = [(p, e) for p, e in zip(problems, equations)] + [(p, o) for p, os in zip(problems, others) for o in os]
     scores = equation_logprobs(model, tokenizer, [p for p, _ in pairs], [e for _, e in pairs], batch_size=batch_size)
     own, rest = scores[: len(problems)], iter(scores[len(problems) :])
@@ -134,10 +134,6 @@ def features(model, tokenizer, problems: Sequence[str], equations: Sequence[str]
                                exact=equation_symbols(greedy) == equation_symbols(e),
                                equivalent=equivalent(greedy, e), **surface_checks(e, p)))
     return result
-
-
-def _same(a: str, b: str) -> bool:
-    return equation_symbols(a) == equation_symbols(b) or equivalent(a, b)
 
 
 @dataclass
@@ -283,7 +279,7 @@ def consistency_examples(records: Sequence[dict], seed: int) -> Callable[[int], 
             rng.shuffle(makers)
             for make in makers:
                 bad_problem, bad_equation = make()
-                if bad_problem and bad_equation and not (bad_problem == problem and _same(bad_equation, equation)):
+                if bad_problem and bad_equation and not (bad_problem == problem and equivalent(bad_equation, equation)):
                     out.append(LMExample(classifier_prompt(bad_problem, bad_equation), ANSWERS[1], kind="classifier"))
                     break
         return out

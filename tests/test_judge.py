@@ -43,7 +43,7 @@ def test_the_margin_compares_the_equation_with_the_best_other_beam(parser):
     beams = judge.beam_parses(model, tok, problems, beams=3)
     for f, (logp, n), bs, e, p in zip(feats, own, beams, equations, problems):
         assert f.logp_per_token == pytest.approx(logp / n)
-        others = [b for b in dict.fromkeys(bs) if b and not judge._same(b, e)]
+        others = [b for b in dict.fromkeys(bs) if b and not judge.equivalent(b, e)]
         if others:
             best = max(judge.equation_logprobs(model, tok, [p] * len(others), others), key=lambda s: s[0])[0]
             assert f.margin == pytest.approx(logp - best, abs=1e-4)
