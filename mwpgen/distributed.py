@@ -169,7 +169,7 @@ def _broadcast_from_rank0(model: torch.nn.Module) -> None:
 def _require_same_resume_step(rank_dir: Path | None) -> None:
     """A kill between two ranks' state writes leaves them at different steps; resumed, they would step out of
     line (and wait on each other forever at the end). Refuse by name instead."""
-    state = rank_dir / resume.STATE_FILE if rank_dir is not None else None
+    state = resume.state_path(rank_dir) if rank_dir is not None else None
     step = 0
     if state is not None and state.exists():  # mmap: read the step, not the gigabytes of weights beside it
         step = torch.load(state, map_location="cpu", weights_only=True, mmap=True)["run"]["step"]

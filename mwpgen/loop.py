@@ -89,19 +89,23 @@ class Checkpoints:
     fingerprint: str
     save_every: int
 
+    @property
+    def kept(self) -> bool:
+        """Whether the run keeps a state at all: without a folder, none is built (a state is every model's weights)."""
+        return self.state_dir is not None
+
     def load(self) -> dict | None:
-        return resume.load(resume.state_path(self.state_dir), self.fingerprint) if self.state_dir is not None else None
+        return resume.load(resume.state_path(self.state_dir), self.fingerprint) if self.kept else None
 
     def save(self, state: dict) -> None:
-        if self.state_dir is not None:
-            resume.save(resume.state_path(self.state_dir), self.fingerprint, state)
+        resume.save(resume.state_path(self.state_dir), self.fingerprint, state)
 
     def remove(self) -> None:
         resume.remove(self.state_dir)
 
 
 def run_steps(start: int, end: int, *, step: Callable[[int], bool], after_step: Callable[[int, bool], bool],
-              checkpoints: Checkpoints | None, state: Callable[[int], dict],
+              checkpoints: Checkpoints, state: Callable[[int], dict],
               on_step: Callable[[int], None] | None = None) -> int:
     """Steps start+1 .. end (1-based). `step(s)` runs step s and says whether it ended an epoch; `after_step(s,
     epoch_ended)` measures on the validation slice when the trainer's schedule says so and says whether to stop
@@ -112,7 +116,7 @@ def run_steps(start: int, end: int, *, step: Callable[[int], bool], after_step: 
     while s < end:
         s += 1
         stop = after_step(s, step(s))
-        if checkpoints is not None and s < end and not stop and s % checkpoints.save_every == 0:
+        if checkpoints.kept and s < end and not stop and s % checkpoints.save_every == 0:
             checkpoints.save(state(s))
         if on_step is not None:
             on_step(s)

@@ -108,18 +108,18 @@ def train_joint(
                 "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
                 "schedulers": {k: sch.state_dict() for k, sch in schedulers.items()}}
 
-    encoded_epoch: dict[tuple[int, int], list] = {}
+    per_epoch = math.ceil(n / cfg.batch_size)
+    epoch_data: dict[tuple[int, int], tuple[list, list]] = {}  # the current epoch's encoded examples and batches
 
     def train_step(phase: int, start: int, step: int) -> None:
-        local = step - 1 - start
-        per_epoch = math.ceil(n / cfg.batch_size)
-        epoch, index = divmod(local, per_epoch)
-        if (phase, epoch) not in encoded_epoch:
-            encoded_epoch.clear()
-            encoded_epoch[(phase, epoch)] = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens)
-                                             for ex in get(phase, epoch)]
-        idx = seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch)[index]
-        batch = [encoded_epoch[(phase, epoch)][i] for i in idx]
+        epoch, index = divmod(step - 1 - start, per_epoch)
+        if (phase, epoch) not in epoch_data:
+            epoch_data.clear()
+            epoch_data[(phase, epoch)] = ([encode_joint(models.tokenizer, ex, cfg.max_problem_tokens)
+                                           for ex in get(phase, epoch)],
+                                          seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch))
+        encoded, batches = epoch_data[(phase, epoch)]
+        batch = [encoded[i] for i in batches[index]]
         t_step = time.perf_counter()
         if models.selector is not None:
             models.selector.requires_grad_(phase == 1)  # phase 2: the selector is frozen
@@ -158,7 +158,7 @@ def train_joint(
         logged = end if stop else step
         if stop or step == end:
             run["step"] = end
-            if end < s1 + s2:
+            if end < s1 + s2 and checkpoints.kept:
                 checkpoints.save(state_at(end))
         if logged % log_every == 0 or logged == end:
             window = [h for h in history[-log_every:] if h["phase"] == phase]
@@ -178,8 +178,7 @@ def train_joint(
             run_steps(max(run["step"], start), end,
                       step=lambda g, phase=phase, start=start: train_step(phase, start, g),
                       after_step=lambda g, _ended, phase=phase, end=end: after_step(phase, end, g),
-                      checkpoints=checkpoints, state=state_at, on_step=on_step)
-            run["step"] = end
+                      checkpoints=checkpoints, state=state_at, on_step=on_step)  # it ends with run["step"] = end
     for m in modules.values():
         m.eval()
     steps_run = tuple(sum(h["phase"] == p for h in history) for p in (1, 2))
