@@ -153,6 +153,19 @@ def api_env() -> dict[str, str]:
     return {API_ENV: url} if url else {}
 
 
+@contextmanager
+def pointed_server(home: Path | None = None, ui: bool = True) -> Iterator[str]:
+    """`prefect_server`, with PREFECT_API_URL naming it while inside (environment, which subprocesses inherit, and
+    this process's Prefect settings); the API named before is named again on the way out."""
+    previous = os.environ.get(API_ENV)
+    with prefect_server(home, ui=ui) as url:
+        point_prefect_at(url)
+        try:
+            yield url
+        finally:
+            point_prefect_at(previous)
+
+
 def _sigterm_as_exit(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
@@ -172,12 +185,8 @@ def shared_api(home: Path | None = None, ui: bool = True) -> Iterator[str]:
     main_thread = threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
     previous = signal.signal(signal.SIGTERM, _sigterm_as_exit) if main_thread else None
     try:
-        with prefect_server(home, ui=ui) as url:
-            point_prefect_at(url)
-            try:
-                yield url
-            finally:
-                point_prefect_at(None)
+        with pointed_server(home, ui=ui) as url:
+            yield url
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)

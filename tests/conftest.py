@@ -15,8 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from orchestration.prefect_api import API_ENV, free_port, point_prefect_at  # noqa: F401 -- free_port: tests use it
-from orchestration.prefect_api import prefect_server as start_prefect_server
+from orchestration.prefect_api import free_port, pointed_server  # noqa: F401 -- free_port: tests use it
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
@@ -64,13 +63,8 @@ def prefect_server(home: Path) -> Iterator[str]:
     """A Prefect server on a free loopback port (orchestration.prefect_api, as a pipeline run starts it), named by
     PREFECT_API_URL in os.environ (scratch_env passes it to every stage process) and in this process's Prefect
     settings (a flow a test runs here reports to it rather than to a temporary server of its own) while it runs."""
-    previous = os.environ.get(API_ENV)
-    with start_prefect_server(home, ui=False) as url:
-        point_prefect_at(url)
-        try:
-            yield url
-        finally:
-            point_prefect_at(previous)
+    with pointed_server(home, ui=False) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
