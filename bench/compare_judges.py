@@ -101,7 +101,8 @@ def cross_validated(use, feats, labels) -> tuple[list[bool], list[float]]:
     prob = [0.0] * len(labels)
     for k in range(FOLDS):
         held = order[k::FOLDS]
-        train = [i for i in order if i not in set(held)]
+        held_set = set(held)
+        train = [i for i in order if i not in held_set]
         model = judge.fit([feats[i] for i in train], [labels[i] for i in train], use)
         probs = model.probability([feats[i] for i in train])
         model.threshold = judge.threshold_for_precision(probs, [labels[i] for i in train], TARGET)

@@ -43,14 +43,18 @@ def pool() -> list[dict]:
             found.setdefault((r["equation"], r["generated"]), {
                 "part": "dev", "equation": r["equation"], "problem": r["generated"], "source": path.name,
                 "model": model, "setting": decoding, "dataset_id": r["id"]})
-    test = [r for r in _rows(ROOT / "docs" / "verify_k" / "verify_k_generations.csv")]
+    test = _rows(ROOT / "docs" / "verify_k" / "verify_k_generations.csv")
     random.Random(SEED).shuffle(test)
+    taken = 0
     for r in test:
-        if sum(v["part"] == "test" for v in found.values()) >= TEST_SAMPLE:
+        if taken >= TEST_SAMPLE:
             break
-        found.setdefault((r["equation"], r["generated"]), {
+        if (r["equation"], r["generated"]) in found:
+            continue
+        taken += 1
+        found[(r["equation"], r["generated"])] = {
             "part": "test", "equation": r["equation"], "problem": r["generated"], "source": "verify_k_generations.csv",
-            "model": "ours", "setting": f"k={r['k']}", "dataset_id": r["id"]})
+            "model": "ours", "setting": f"k={r['k']}", "dataset_id": r["id"]}
     return list(found.values())
 
 
