@@ -9,12 +9,16 @@ timed; memory is measured in one extra untimed step per arm):
   plain   L_LM step of the generator on the text prompt "equation: E context: <all candidate words>
           problem: M" (what train_lm does: forward, lm_loss, backward, clip, Adam step)
   phase1  joint step 1: selector q_Psi + straight-through c + generator, L_LM + beta L_c
-  phase2  joint step 2: frozen selector forward + generator + Gumbel-softmax relaxation + mwp2eq on
-          the soft problem (L_eq) + mwp2eq on the real problem (its own NLL), two Adam steps
-  phase2-one-pass  the same without the pass on the real problem: L_eq trains mwp2eq too
+  phase2  joint step 2 as trained by default (equation_text = free): frozen selector forward + generator
+          (L_LM) + the generator writing M' token by token (straight-through Gumbel-softmax, fed back, at most
+          free_run_tokens = the problem's length here) + mwp2eq on M' (L_eq) + mwp2eq on the real problem (its
+          own NLL), two Adam steps
+  phase2-teacher-forced  the same with M' relaxed from the L_LM pass's logits (equation_text = teacher_forced:
+          no writing)
+  phase2-one-pass  phase2 without the pass on the real problem: L_eq trains mwp2eq too
           (train.ours.mwp2eq_phase2 = generated; L_eq's gradient to the generator is unchanged)
-The selector's context slot holds every candidate word, so the plain prompt lists the same words:
-both generator sequences have the same length (printed).
+The plain prompt lists every candidate word; the joint prompt has the fixed-width slot (context_tokens), so the
+two generator sequences differ a little in length (printed).
 
 Peak memory per step. CUDA: torch.cuda.max_memory_allocated() after reset_peak_memory_stats(),
 minus memory_allocated() before the step (activations, gradients, temporaries; weights and Adam
@@ -23,7 +27,8 @@ every 0.2 ms during the step; peak minus the RSS just before the step, after mal
 heap is returned first. (tracemalloc does not see torch's allocator; getrusage's ru_maxrss is a
 process-lifetime high-water mark that cannot be reset between arms.) CPU numbers are approximate.
 
-FLOPs per step, 6 x params x tokens for each pass that trains its weights (2 forward + 4 backward);
+FLOPs per step, 6 x params x tokens for each pass that trains its weights (2 forward + 4 backward; the
+written M' counts free_run_tokens per row, an upper bound when a row ends early);
 4 x params x tokens for mwp2eq on the soft problem, whose weights are frozen for L_eq (forward +
 input-gradient backward only); plus the relaxed embedding product m'_t E_Phi (V x D per soft token:
 2 forward + 2 backward) and the selector's attention (2 x 2 B T^2 D forward). "params" are matmul
@@ -169,7 +174,8 @@ def main() -> None:
                     tok.pad_token_id)
     plain = {k: v.to(device) for k, v in plain.items()}
     real_mwp2eq = encode_example(tok, mwp2eq_example(problem, EQUATION), 10**6)
-    cfg = OursTrainParams(max_problem_tokens=2048, max_length=2048)  # no truncation at these lengths
+    # no truncation at these lengths; M' at most as long as the reference problem
+    cfg = OursTrainParams(max_problem_tokens=2048, max_length=2048, free_run_tokens=len(enc.problem.ids))
     joint_opts = make_optimizers(models, lr=cfg.lr, selector_lr=0.0)
     plain_opt = torch.optim.AdamW(gen.parameters(), lr=5e-5, weight_decay=0.0)
 
@@ -184,24 +190,30 @@ def main() -> None:
         plain_opt.zero_grad(set_to_none=True)
 
     one_pass = cfg.model_copy(update={"mwp2eq_phase2": "generated"})
-    arms = {"plain": plain_step, "phase1": lambda: joint_step(1, models, examples, joint_opts, cfg),
-            "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg),
-            "phase2-one-pass": lambda: joint_step(2, models, examples, joint_opts, one_pass)}
+    teacher_forced = cfg.model_copy(update={"equation_text": "teacher_forced"})
+    dropout = 0.3  # keywords.dropout
+    arms = {"plain": plain_step, "phase1": lambda: joint_step(1, models, examples, joint_opts, cfg, dropout),
+            "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg, dropout),
+            "phase2-teacher-forced": lambda: joint_step(2, models, examples, joint_opts, teacher_forced, dropout),
+            "phase2-one-pass": lambda: joint_step(2, models, examples, joint_opts, one_pass, dropout)}
 
     # FLOPs per step (module docstring).
     n_gen, n_par = matmul_params(gen), matmul_params(mwp2eq)
     vocab, d_par, d_sel = mwp2eq.get_input_embeddings().weight.shape + (models.selector.embeddings.shape[1],)
-    t_gen = int(plain["attention_mask"].sum())  # = joint generator tokens (same layout)
+    d_gen = gen.get_input_embeddings().weight.shape[1]
+    t_gen = int(plain["attention_mask"].sum())  # the joint sequence differs by the slot's width (printed)
     t_prob = args.batch * len(enc.problem.ids)
     t_par = args.batch * len(real_mwp2eq["input_ids"])  # soft and real mwp2eq inputs have the same layout
     sel = 2 * 2 * args.batch * len(enc.problem.ids) ** 2 * d_sel
-    flops = {"plain": 6 * n_gen * t_gen, "phase1": 6 * n_gen * t_gen + sel,
-             "phase2": 6 * n_gen * t_gen + sel + 4 * n_par * t_par + 4 * t_prob * vocab * d_par + 6 * n_par * t_par,
-             "phase2-one-pass": 6 * n_gen * t_gen + sel + 6 * n_par * t_par + 4 * t_prob * vocab * d_par}
+    written = 6 * n_gen * t_prob + 4 * t_prob * vocab * d_gen  # M' written (trained) and each token fed back
+    tf = 6 * n_gen * t_gen + sel + 4 * n_par * t_par + 4 * t_prob * vocab * d_par + 6 * n_par * t_par
+    flops = {"plain": 6 * n_gen * t_gen, "phase1": 6 * n_gen * t_gen + sel, "phase2": tf + written,
+             "phase2-teacher-forced": tf,
+             "phase2-one-pass": 6 * n_gen * t_gen + sel + 6 * n_par * t_par + 4 * t_prob * vocab * d_par + written}
 
     print(f"model {args.model}: generator {sum(p.numel() for p in gen.parameters()) / 1e6:.2f}M params, "
           f"mwp2eq the same; device {device}{' bf16 autocast' if amp else ' fp32'}; threads {torch.get_num_threads()}")
-    joint_len = len(enc.prefix) + sum(e - s for s, e in enc.problem.heads) + len(enc.suffix) + len(enc.problem.ids)
+    joint_len = len(enc.prefix) + cfg.context_tokens + len(enc.suffix) + len(enc.problem.ids)
     joint_len += 1  # EOS
     print(f"batch {args.batch}; generator seq: joint {joint_len} / plain {plain['input_ids'].shape[1]} tokens; "
           f"problem {len(enc.problem.ids)} tokens, {len(words)} candidate words; "
@@ -221,7 +233,7 @@ def main() -> None:
     for name in arms:
         t, m = statistics.median(times[name]), mems[name]
         rate = flops[name] / t
-        print(f"{name:>15}: {t * 1e3:9.1f} ms/step (x{t / base_t:.2f})  {mem_kind} {m / 2**20:8.1f} MiB "
+        print(f"{name:>21}: {t * 1e3:9.1f} ms/step (x{t / base_t:.2f})  {mem_kind} {m / 2**20:8.1f} MiB "
               f"(x{m / max(base_m, 1):.2f})  {flops[name] / 1e9:8.2f} GFLOP/step  {rate / 1e9:7.2f} GFLOP/s "
               f"= {rate / peak:.1%} of matmul  [steps ms: {', '.join(f'{x * 1e3:.0f}' for x in times[name])}]")
 

@@ -41,6 +41,7 @@ from mwpgen.config.schema import OursTrainParams
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.ours.steps import JointModels
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
+from mwpgen.data.keywords import KEYWORD_DROPOUT
 from mwpgen.ours.bundle import generate_with_context
 from mwpgen.ours.selector import SELECTOR_FORMS, ContextSelector, selector_batch
 from mwpgen.ours import training
@@ -136,7 +137,7 @@ def main() -> None:
     examples = [JointExample(r["equation"], r["text"]) for r in fold.train]
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    result = train_joint(models, examples, cfg, seed=args.seed, log_every=25)
+    result = train_joint(models, examples, cfg, seed=args.seed, log_every=25, dropout=KEYWORD_DROPOUT)
     steps_per_epoch = math.ceil(len(examples) / args.batch_size)
     summary = {
         "dataset": args.dataset, "fold": args.fold, "n_train": len(examples), "steps_per_epoch": steps_per_epoch,
@@ -154,7 +155,7 @@ def main() -> None:
     if args.random_arch is None:
         tests = [JointExample(r["equation"], r["text"]) for r in fold.test]
         t_gen = time.perf_counter()
-        texts, contexts = generate_with_context(generator, tokenizer, selector, tests,
+        texts, contexts = generate_with_context(generator, tokenizer, selector, tests, width=cfg.context_tokens,
                                                 max_problem_tokens=args.max_problem_tokens, seed=args.seed)
         summary["generate_s"] = time.perf_counter() - t_gen
         write_generations(args.out / "generations.csv",

@@ -186,14 +186,15 @@ def train(args) -> None:
                             model_id=params.train.model, device=device, seed=exp.seed,
                             mixed_precision=params.train.mixed_precision, log_every=params.train.log_every,
                             bundle_dir=models / "ours", resume_dir=models / "ours-state", evaluator_dir=evaluator_dir,
-                            validation=validation)
+                            validation=validation, dropout=params.keywords.dropout,
+                            selector_keywords=[keywords[r["id"]]["tfidf"] for r in data.train])
         train_s = time.time() - start
         generator, tokenizer, selector, settings = load_bundle(models / "ours", device)
         tests = [JointExample(r["equation"], r["text"], tuple(context_kw[r["id"]]) if context_kw else ())
                  for r in data.test]
         gen_start = time.time()
         generated, contexts = generate_with_context(
-            generator, tokenizer, selector, tests, threshold=settings["threshold"],
+            generator, tokenizer, selector, tests, width=settings["context_tokens"], threshold=settings["threshold"],
             max_problem_tokens=settings["max_problem_tokens"], batch_size=g.batch_size, decoding=g.decoding,
             num_beams=g.num_beams, top_p=g.top_p, temperature=g.temperature, max_new_tokens=g.max_new_tokens,
             seed=exp.seed)

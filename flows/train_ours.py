@@ -22,7 +22,7 @@ from mwpgen.ours.training import LOSS_KEYS, phase_summary
 from tasks.train_ours import train_ours_bundle
 from tracking.runs import fold_run
 
-CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq", "val_loss")
+CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq", "selected_frac", "written_tokens", "val_loss")
 
 
 @flow(name="train_ours")
@@ -35,6 +35,8 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
                      validation_size=exp.validation_size)
     paths = fold_paths(model, dataset, fold)
     keywords = fold_keywords(paths, cfg.context, "train") if cfg.context != "selector" else None
+    warm_start = cfg.context == "selector" and cfg.selector_init == "keywords"
+    tfidf = fold_keywords(paths, "tfidf", "train") if warm_start else None
     with fold_run(model, dataset, fold, "train") as run:
         run.params({"model_id": params.train.model, "variant": variant or "full", "n_train": len(data.train),
                     "n_train_full": data.n_train_full, "seed": exp.seed,
@@ -46,7 +48,8 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
         result = train_ours_bundle(
             params, cfg, epoch_examples(data.train, keywords, params.keywords.dropout, exp.seed), paths,
             on_log=lambda rec: run.metrics({f"train_{k}": v for k, v in rec.items() if k not in ("step", "epoch")},
-                                           step=rec["step"]), validation=validation)
+                                           step=rec["step"]), validation=validation,
+            selector_keywords=[tfidf[r["id"]] for r in data.train] if warm_start else None)
         for v in result["val"]:
             run.metrics({"val_loss": v["val_loss"]}, step=v["step"])
         history = result["history"]
@@ -54,8 +57,10 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
         metrics = {"steps": s1 + s2, "phase1_steps": s1, "phase2_steps": s2, "scheduled_steps": list(result["steps"]), "n_train": len(data.train),
                    "wall_s": round(result["wall_time_s"], 1), "resumed_from": result["resumed_from"],
                    "device": result["device"], "n_validation": len(data.validation),
-                   "best_steps": {f"phase{k}": v for k, v in result["best_steps"].items()},
-                   "stopped_early": sorted(h["stopped_phase"] for h in history if "stopped_phase" in h)}
+                   "best_steps": result["best_steps"],
+                   "stopped_early": sorted(h["stopped_phase"] for h in history if "stopped_phase" in h),
+                   "mwp2eq_val_accuracy": result["mwp2eq_val_accuracy"],
+                   "selector_warm_start": result["selector_warm_start"]}
         for phase in (1, 2):
             summary = phase_summary(history, phase, math.ceil(len(data.train) / cfg.batch_size),
                                     params.train.log_every)

@@ -2,9 +2,9 @@
 MLflow model (tracking/pyfunc_model.py) and bench/verify_k.py.
 
 For a request it
-1. builds the generator's prompt exactly as training did (mwpgen.ours.steps.encode_joint): the equation, then the
-   user's keywords in the context slot (every word kept, c = 1: there is no problem text to select from), then
-   " problem:";
+1. builds the generator's prompt exactly as training and the generate stage do (mwpgen.ours.inputs.prompt_embeddings):
+   the equation, then the context slot of the bundle's `context_tokens` embeddings (the user's keywords, every word
+   kept as the selector's picks are, then zero vectors), then " problem:";
 2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several) and scores each by the generator's
    mean token log-likelihood of the text and its EOS, teacher-forced as in training (one forward pass; decoding
    scores would be those of the warped top-p distribution);
@@ -29,7 +29,7 @@ from mwpgen.data.equations import equivalent
 from mwpgen.data.masking import number_value
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
-from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
 from mwpgen.request import Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers, format_number
 from mwpgen.runtime import resolve_device
 
@@ -94,6 +94,11 @@ class Service:
         if request.verify and not self.can_verify:
             raise RequestError("verify", "this model has no co-trained mwp2eq (it was trained without L_eq), so "
                                "it cannot check its problems; drop verify")
+        width = self.settings["context_tokens"]
+        n = sum(len(w) for w in encode_joint(self.tokenizer, JointExample(request.equation, "", request.context)).keywords)
+        if n > width:
+            raise RequestError("context", f"the keywords take {n} tokens and this model reads at most {width}; "
+                               "give fewer or shorter keywords")
         return request
 
     def answer(self, request: Request, index: int = 0) -> list[Problem]:
@@ -130,35 +135,33 @@ class Service:
         """Distinct decoded texts (first occurrence kept) and their mean token log-likelihoods."""
         tok = self.tokenizer
         enc = encode_joint(tok, JointExample(request.equation, "", request.context))
-        prompt = enc.prefix + enc.keywords + enc.suffix
+        prompt = prompt_embeddings(self.generator.get_input_embeddings(), enc, self.settings["context_tokens"])
         config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
                                     request.max_new_tokens)
         if request.decoding == "top_p":
             config.num_return_sequences = request.candidates
-        ids = torch.tensor([prompt], dtype=torch.long, device=self.device)
         torch.manual_seed(request.seed)
-        out = self.generator.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
-        texts = [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out[:, len(prompt):], skip_special_tokens=True)]
+        out = self.generator.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(
+            1, prompt.shape[0], dtype=torch.long, device=self.device), generation_config=config)
+        texts = [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
         texts = list(dict.fromkeys(texts))
         return texts, self._mean_log_likelihood(prompt, texts)
 
     @torch.no_grad()
-    def _mean_log_likelihood(self, prompt: list[int], texts: Sequence[str], chunk: int = 8) -> list[float]:
-        """log p(text EOS | prompt) / its token count, teacher-forced as training encodes targets (prompts.py).
-        `chunk` rows per forward pass: K = 64 candidates' logits at once would take gigabytes."""
+    def _mean_log_likelihood(self, prompt: torch.Tensor, texts: Sequence[str], chunk: int = 8) -> list[float]:
+        """log p(text EOS | prompt) / its token count, teacher-forced as training encodes targets (prompts.py);
+        `prompt`: the prompt's input embeddings [P, D]. `chunk` rows per forward pass: K = 64 candidates' logits
+        at once would take gigabytes."""
         tok = self.tokenizer
+        emb = self.generator.get_input_embeddings()
         targets = [list(tok(" " + t, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id] for t in texts]
-        out: list[float] = []
+        n_prompt, out = prompt.shape[0], []
         for start in range(0, len(targets), chunk):
             rows = targets[start : start + chunk]
-            width = len(prompt) + max(len(t) for t in rows)
-            ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for i, t in enumerate(rows):
-                ids[i, : len(prompt) + len(t)] = torch.tensor(prompt + t)
-                mask[i, : len(prompt) + len(t)] = 1
-            ids, mask = ids.to(self.device), mask.to(self.device)
-            logits = self.generator(input_ids=ids, attention_mask=mask).logits[:, len(prompt) - 1 : -1].float()
-            token_logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, len(prompt):, None])[..., 0]
-            out += [float(token_logp[i, : len(t)].mean()) for i, t in enumerate(rows)]
+            ids = [torch.tensor(t, dtype=torch.long, device=self.device) for t in rows]
+            embeds, mask = pad_rows([torch.cat([prompt, emb(t)]) for t in ids])
+            logits = self.generator(inputs_embeds=embeds, attention_mask=mask).logits.float()
+            for i, t in enumerate(ids):
+                logp = torch.log_softmax(logits[i, n_prompt - 1 : n_prompt - 1 + len(t)], dim=-1)
+                out.append(float(logp.gather(-1, t[:, None]).mean()))
         return out

@@ -103,7 +103,7 @@ def ours(model_dir: Path) -> None:
         selector = ContextSelector.from_model(gen, cfg.selector, cfg.rho) if context == "selector" else None
         models = JointModels(gen, mwp2eq, tok, selector)
         logs: list[dict] = []
-        out = train_joint(models, examples, cfg, seed=11, log_every=2, validation=validation,
+        out = train_joint(models, examples, cfg, seed=11, log_every=2, validation=validation, dropout=0.3,
                           on_log=lambda r: logs.append({k: v for k, v in r.items() if k != "step_s"}))
         weights = "-".join(digest(m) for m in (gen, mwp2eq, selector) if m is not None)
         history = [{k: v for k, v in h.items() if k != "step_s"} for h in out["history"]]

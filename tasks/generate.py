@@ -30,7 +30,8 @@ def generate_lm(params: Params, checkpoint_dir: Path, prompts: list[str]) -> lis
 def generate_ours(params: Params, bundle_dir: Path, examples: Sequence[JointExample]) -> tuple[list[str], list[list[str]]]:
     generator, tokenizer, selector, settings = load_bundle(bundle_dir, resolve_device(params.train.device))
     g = params.generate
-    return generate_with_context(generator, tokenizer, selector, examples, threshold=settings["threshold"],
+    return generate_with_context(generator, tokenizer, selector, examples, width=settings["context_tokens"],
+                                 threshold=settings["threshold"],
                                  max_problem_tokens=settings["max_problem_tokens"], batch_size=g.batch_size,
                                  decoding=g.decoding, num_beams=g.num_beams, top_p=g.top_p,
                                  temperature=g.temperature, max_new_tokens=g.max_new_tokens,

@@ -8,8 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, mwp2eq_pieces, relax,
-                                soft_mwp2eq_nll)
+from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, free_running_problems,
+                                     mwp2eq_pieces, relax, soft_mwp2eq_nll, teacher_forced_problems)
+from mwpgen.ours.inputs import JointExample, encode_joint, prompt_embeddings
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
@@ -81,7 +82,8 @@ def test_eq_loss_gradient_reaches_generator_only(tiny):
     for train_mwp2eq in (False, True):
         gen.zero_grad(set_to_none=True)
         mwp2eq.zero_grad(set_to_none=True)
-        loss, n_eq = equation_consistency_loss(mwp2eq, tok, f, [eq], tau=0.5, train_mwp2eq=train_mwp2eq)
+        soft = teacher_forced_problems(f, 0.5, "gumbel")
+        loss, n_eq = equation_consistency_loss(mwp2eq, tok, soft, [eq], train_mwp2eq=train_mwp2eq)
         loss.backward(retain_graph=True)
         assert n_eq == len(mwp2eq_pieces(tok, eq)[2])
         assert gen.model.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0  # Theta is reached
@@ -106,3 +108,42 @@ def test_mismatched_vocabularies_are_refused(tiny, tmp_path):
     other.resize_token_embeddings(len(tok.get_vocab()) + 8)  # same tokenizer, different model rows
     with pytest.raises(ValueError, match="input embedding vocabulary size"):
         check_shared_vocabulary(tok, tok, gen, other)
+
+
+def _prompts(gen, tok, width=6):
+    emb = gen.get_input_embeddings()
+    return [prompt_embeddings(emb, encode_joint(tok, JointExample(e, "", tuple(p.split()[:k]))), width)
+            for (e, p), k in zip(RECORDS, (1, 3))]
+
+
+def test_free_running_softmax_problem_is_the_greedy_decoding(tiny):
+    """relaxation = softmax: the forward tokens of the written M' are exactly greedy decoding from each prompt,
+    batched with left padding (position ids from the mask), up to the row's first EOS."""
+    gen, _, tok, _ = tiny
+    gen.eval()
+    prompts = _prompts(gen, tok)
+    with torch.no_grad():
+        written = free_running_problems(gen, prompts, tok.eos_token_id, 10, tau=1.0, relaxation="softmax")
+        for prompt, m in zip(prompts, written):
+            out = gen.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(1, prompt.shape[0], dtype=torch.long),
+                               do_sample=False, max_new_tokens=10, pad_token_id=tok.pad_token_id,
+                               eos_token_id=tok.eos_token_id)[0].tolist()
+            greedy = out[: out.index(tok.eos_token_id)] if tok.eos_token_id in out else out
+            assert m.argmax(-1).tolist() == greedy[: max(len(greedy), 1)] or (not greedy and m.shape[0] == 1)
+            hard = torch.nn.functional.one_hot(m.argmax(-1), m.shape[-1]).float()
+            assert torch.allclose(m, hard, atol=1e-6)  # the forward value is the token (up to rounding)
+
+
+def test_free_running_l_eq_reaches_the_generator_through_every_written_token(tiny):
+    """L_eq of a problem the generator wrote: the gradient reaches Theta (straight-through), not Phi."""
+    gen, mwp2eq, tok, _ = tiny
+    gen.train()
+    torch.manual_seed(0)
+    gen.zero_grad(set_to_none=True)
+    mwp2eq.zero_grad(set_to_none=True)
+    written = free_running_problems(gen, _prompts(gen, tok), tok.eos_token_id, 8, tau=1.0, relaxation="gumbel")
+    assert all(1 <= m.shape[0] <= 8 for m in written)
+    loss, _ = equation_consistency_loss(mwp2eq, tok, written, [e for e, _ in RECORDS])
+    loss.backward()
+    assert gen.model.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in mwp2eq.parameters())

@@ -43,7 +43,8 @@ def make_tiny_bundle(path: Path, with_mwp2eq: bool = True) -> Path:
     base = tiny_model_dir(path.parent / f"{path.name}-base", corpus)
     generator, tokenizer = load_model_and_tokenizer(str(base), Path("unused"))
     mwp2eq = load_model_and_tokenizer(str(base), Path("unused"), pretrained=False, seed=1)[0] if with_mwp2eq else None
-    settings = {"context": "selector", "selector": "residual", "threshold": 0.5, "max_problem_tokens": 96}
+    settings = {"context": "selector", "selector": "residual", "threshold": 0.5, "max_problem_tokens": 96,
+                "context_tokens": 24}
     return save_bundle(path, generator, tokenizer, None, settings, mwp2eq=mwp2eq)
 
 
@@ -283,15 +284,19 @@ def test_the_log_likelihood_is_the_generators_teacher_forced_one(bundle):
     from mwpgen.service import Service
     from mwpgen.ours.inputs import JointExample, encode_joint
 
+    from mwpgen.ours.inputs import prompt_embeddings
+
     service = Service.load(bundle, "cpu")
+    emb = service.generator.get_input_embeddings()
     enc = encode_joint(service.tokenizer, JointExample("x = num1 - num2", "", ("Joan",)))
-    prompt = enc.prefix + enc.keywords + enc.suffix
+    prompt = prompt_embeddings(emb, enc, service.settings["context_tokens"])
     text = "Joan found num1 shells ."
     target = service.tokenizer(" " + text, add_special_tokens=False)["input_ids"] + [service.tokenizer.eos_token_id]
     with torch.no_grad():
-        logits = service.generator(torch.tensor([prompt + target])).logits[0]
+        logits = service.generator(inputs_embeds=torch.cat([prompt, emb(torch.tensor(target))])[None]).logits[0]
     logp = torch.log_softmax(logits, -1)
-    expected = sum(float(logp[len(prompt) - 1 + i, t]) for i, t in enumerate(target)) / len(target)
+    n = prompt.shape[0]
+    expected = sum(float(logp[n - 1 + i, t]) for i, t in enumerate(target)) / len(target)
     scores = service._mean_log_likelihood(prompt, [text, "x", text + " more"])
     assert scores[0] == pytest.approx(expected, abs=1e-5)
     assert service._mean_log_likelihood(prompt, [text, "x", text + " more"], chunk=1) == pytest.approx(scores, abs=1e-5)

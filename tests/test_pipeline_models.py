@@ -117,6 +117,8 @@ def test_ours_selects_context_and_glove_row_is_not_run(project):
         assert set(r["context"].split()) <= set(r["reference"].split())
     train = json.loads((dest / "metrics" / "train" / "ours" / "arithmetic" / "fold0.json").read_text())
     assert (train["phase1_steps"], train["phase2_steps"]) == (4, 3) and "phase2_eq" in train
+    assert train["selector_warm_start"]["candidates"] > 0  # selector_init = keywords: fitted to TF-IDF picks
+    assert "phase2_written_tokens" in train  # L_eq read problems the generator wrote (equation_text = free)
     assert not (dest / "checkpoints" / "ours" / "arithmetic" / "fold0" / "state.pt").exists()  # done: state dropped
     glove = json.loads((dest / "results" / "scores" / "seq2seq_rnn_glove" / "arithmetic" / "fold0.json").read_text())
     assert "no-glove.txt" in glove["not_run"] and "bleu4" not in glove

@@ -15,8 +15,8 @@ from mwpgen.ours.steps import JointModels, phase1_losses
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
-from mwpgen.ours.selector import (ContextSelector, bernoulli_kl, context_slot, gated_context_embeddings,
-                             sample_straight_through, selected_words, selector_batch, tokenize_words)
+from mwpgen.ours.selector import (ContextSelector, bernoulli_kl, fit_to_keywords, sample_straight_through,
+                                  selected_words, selector_batch, tokenize_words)
 
 # "sea-shells" is ONE whitespace word but three tokens (sea, -, shells) for the tiny tokenizer.
 RECORDS = [("x = ( num1 - num2 )", "Joan found num1 sea-shells on the beach . Joan gave num2 away . How many ?"),
@@ -98,28 +98,13 @@ def test_straight_through_forward_hard_backward_identity():
     assert torch.equal(q.grad, weights)  # dc/dq = 1
 
 
-def test_gated_context_embeddings_zero_unselected(tiny):
-    model, tok = tiny
-    wt = tokenize_words(tok, RECORDS[0][1])
-    slot_ids, gate_pos = context_slot(wt)
-    c = torch.zeros(len(wt.ids))
-    c[wt.heads[2][0]] = 1.0  # select "sea-shells" only
-    out = gated_context_embeddings(model.get_input_embeddings(), slot_ids, gate_pos, c)
-    kept = [k for k, p in enumerate(gate_pos) if p == wt.heads[2][0]]
-    assert len(kept) == 3 and len(slot_ids) == 1 + 1 + 3 + 1 + 1 + 1  # Joan found sea - shells beach gave away
-    emb = model.get_input_embeddings().weight
-    for k in range(len(slot_ids)):
-        expected = emb[slot_ids[k]] if k in kept else torch.zeros_like(emb[0])
-        assert torch.equal(out[k], expected)
-
-
 def test_straight_through_gives_psi_gradient_from_lm(tiny):
     model, tok = tiny
     torch.manual_seed(0)
     sel = ContextSelector.from_model(model)
     models = JointModels(model, model, tok, sel)  # the mwp2eq is unused in phase 1
     batch = [encode_joint(tok, JointExample(e, p)) for e, p in RECORDS]
-    losses = phase1_losses(models, batch, OursTrainParams(context_loss=False))
+    losses = phase1_losses(models, batch, OursTrainParams(context_loss=False), dropout=0.0)
     assert set(losses) >= {"loss", "lm", "kl"}
     losses["lm"].backward()  # L_LM alone: its only route to Psi is the straight-through estimator
     assert sel.proj.weight.grad is not None and sel.proj.weight.grad.abs().sum() > 0
@@ -156,3 +141,18 @@ def test_residual_selector_starts_at_the_prior_and_learns_word_level_scores(tiny
 def test_unknown_selector_form_is_refused(tiny):
     with pytest.raises(ValueError, match="selector form"):
         ContextSelector.from_model(tiny[0], "attention")
+
+
+def test_fit_to_keywords_makes_q_pick_the_keywords(tiny):
+    """selector_init = keywords: from the prior (no word above 0.5), the fit makes q > 0.5 pick each problem's
+    keywords and nothing else."""
+    model, tok = tiny
+    sel = ContextSelector.from_model(model, "residual", prior=0.3)
+    items = [tokenize_words(tok, p) for _, p in RECORDS]
+    keywords = [["sea-shells", "beach"], ["candies"]]
+    batch = selector_batch(items, 0)
+    assert not (sel(**batch) > 0.5).any()
+    stats = fit_to_keywords(sel, items, keywords, steps=300, lr=0.1)
+    assert stats["agreement"] == 1.0 and stats["candidates"] == sum(len(it.heads) for it in items)
+    q = sel(**batch)
+    assert [selected_words(it, q[i, : len(it.ids)]) for i, it in enumerate(items)] == keywords

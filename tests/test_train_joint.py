@@ -76,7 +76,7 @@ def test_schedule_counts_steps_per_phase():
 def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
     """Kill after step 5 (last checkpoint at step 4): the rerun replays step 5 and ends bit-for-bit equal."""
     reference = fresh_models(tiny_path)
-    ref = train_joint(reference, EXAMPLES, SETTINGS, seed=7, log_every=2)
+    ref = train_joint(reference, EXAMPLES, SETTINGS, seed=7, log_every=2, dropout=0.0)
     assert ref["steps"] == (6, 3) and [h["phase"] for h in ref["history"]] == [1] * 6 + [2] * 3
 
     state = tmp_path / "state"
@@ -87,10 +87,10 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
 
     with pytest.raises(Killed):
         train_joint(fresh_models(tiny_path), EXAMPLES, SETTINGS, seed=7, log_every=2, state_dir=state,
-                    on_step=kill)
+                    on_step=kill, dropout=0.0)
     assert (state / STATE_FILE).exists()
     resumed_models = fresh_models(tiny_path)
-    resumed = train_joint(resumed_models, EXAMPLES, SETTINGS, seed=7, log_every=2, state_dir=state)
+    resumed = train_joint(resumed_models, EXAMPLES, SETTINGS, seed=7, log_every=2, state_dir=state, dropout=0.0)
     assert resumed["resumed_from"] == 4
     expected, got = params_of(reference), params_of(resumed_models)
     assert expected.keys() == got.keys()
@@ -108,9 +108,9 @@ def test_a_state_from_other_settings_is_refused(tiny_path, tmp_path):
         raise Killed
 
     with pytest.raises(Killed):
-        train_joint(fresh_models(tiny_path), EXAMPLES, short, seed=7, log_every=2, state_dir=state, on_step=kill)
+        train_joint(fresh_models(tiny_path), EXAMPLES, short, seed=7, log_every=2, state_dir=state, on_step=kill, dropout=0.0)
     with pytest.raises(ResumeMismatch, match="different settings"):
-        train_joint(fresh_models(tiny_path), EXAMPLES, short.model_copy(update={"alpha": 2.0}), seed=7, log_every=2,
+        train_joint(fresh_models(tiny_path), EXAMPLES, short.model_copy(update={"alpha": 2.0}), seed=7, log_every=2, dropout=0.0,
                     state_dir=state)
 
 
@@ -118,23 +118,29 @@ def test_selector_learns_in_phase1_and_is_frozen_in_phase2(tiny_path):
     models = fresh_models(tiny_path)
     before = models.selector.proj.weight.detach().clone()
     snapshots = {}
-    train_joint(models, EXAMPLES, settings(max1=2, max2=2), seed=1, log_every=2,
+    train_joint(models, EXAMPLES, settings(max1=2, max2=2), seed=1, log_every=2, dropout=0.0,
                 on_step=lambda g: snapshots.setdefault(g, models.selector.proj.weight.detach().clone()))
     assert not torch.equal(before, snapshots[2])  # phase 1 trains Psi
     assert torch.equal(snapshots[2], snapshots[4])  # phase 2 does not
 
 
-def test_keyword_context_generation_equals_the_text_prompt(tiny_path, tmp_path):
-    """With heuristic keywords, decoding from prompt embeddings must match decoding from the text prompt."""
+def test_serving_writes_what_the_generate_stage_writes(tiny_path, tmp_path):
+    """One input for a keyword context: `mwpgen generate` (mwpgen.service) and the generate stage
+    (generate_with_context) decode the same greedy problem from the same equation and keywords."""
+    from mwpgen.request import Request
+    from mwpgen.service import Service
+
     gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
-    save_bundle(tmp_path / "b", gen, tok, None, {"context": "noun", "threshold": 0.5, "max_problem_tokens": 96})
-    gen2, tok2, selector, settings = load_bundle(tmp_path / "b")
-    assert selector is None and settings["context"] == "noun"
-    texts, contexts = generate_with_context(gen2, tok2, None, EXAMPLES, max_new_tokens=12, batch_size=2)
-    reference = generate_texts(gen2, tok2, [generator_prompt(e.equation, e.keywords) for e in EXAMPLES],
-                               max_new_tokens=12, batch_size=2)
-    assert texts == reference
+    save_bundle(tmp_path / "b", gen, tok, None, {"context": "noun", "threshold": 0.5, "max_problem_tokens": 96,
+                                                 "context_tokens": 8})
+    gen2, tok2, selector, settings_ = load_bundle(tmp_path / "b")
+    assert selector is None and settings_["context"] == "noun"
+    texts, contexts = generate_with_context(gen2, tok2, None, EXAMPLES, width=8, max_new_tokens=12, batch_size=2)
     assert contexts == [list(e.keywords) for e in EXAMPLES]
+    service = Service(gen2, tok2, None, settings_)
+    for ex, text in zip(EXAMPLES, texts):
+        [served] = service.answer(Request(ex.equation, ex.keywords, decoding="greedy", max_new_tokens=12))
+        assert served.masked_text == text
 
 
 def test_selector_bundle_round_trip_and_threshold(tiny_path, tmp_path):
@@ -143,14 +149,14 @@ def test_selector_bundle_round_trip_and_threshold(tiny_path, tmp_path):
     with torch.no_grad():
         selector.proj.bias.fill_(5.0)  # q ~ 1: every candidate word selected
     save_bundle(tmp_path / "b", gen, tok, selector, {"context": "selector", "threshold": 0.5,
-                                                      "max_problem_tokens": 96})
+                                                      "max_problem_tokens": 96, "context_tokens": 24})
     gen2, tok2, sel2, _ = load_bundle(tmp_path / "b")
     assert torch.equal(sel2.proj.bias, selector.proj.bias) and torch.equal(sel2.embeddings, selector.embeddings)
-    _, contexts = generate_with_context(gen2, tok2, sel2, EXAMPLES[:2], max_new_tokens=4)
+    _, contexts = generate_with_context(gen2, tok2, sel2, EXAMPLES[:2], width=24, max_new_tokens=4)
     assert contexts[0] == ["Joan", "found", "shells", "beach", "gave", "away", "left"]
     with torch.no_grad():
         sel2.proj.bias.fill_(-5.0)
-    _, none = generate_with_context(gen2, tok2, sel2, EXAMPLES[:2], max_new_tokens=4)
+    _, none = generate_with_context(gen2, tok2, sel2, EXAMPLES[:2], width=24, max_new_tokens=4)
     assert none == [[], []]
 
 
@@ -174,26 +180,42 @@ def test_without_l_eq_no_mwp2eq_is_trained_and_with_it_one_is_required(tiny_path
     gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
     models = JointModels(gen, None, tok, None)
     result = train_joint(models, EXAMPLES, settings(max1=2, max2=2, context="noun", equation_loss=False), seed=1,
-                         log_every=2)
+                         log_every=2, dropout=0.0)
     assert [sorted(h) for h in result["history"]][-1] == ["epoch", "lm", "loss", "phase", "step", "step_s"]
     with pytest.raises(ValueError, match="needs the mwp2eq model"):
         train_joint(JointModels(gen, None, tok, None), EXAMPLES, settings(max1=1, max2=1, context="noun"), seed=1,
-                    log_every=2)
+                    log_every=2, dropout=0.0)
 
 
-def test_each_phase_ends_with_its_best_validation_weights_and_can_stop_early(tiny_path, tmp_path):
+def test_each_component_keeps_its_best_validation_weights_and_only_phase2_stops_early(tiny_path, tmp_path):
+    """Phase 1 runs its whole schedule and keeps the selector of lowest validation loss without resetting the
+    generator; phase 2 starts from the generator phase 1 left (its first candidate), keeps the best generator and
+    may stop early; the co-trained mwp2eq's parse accuracy is measured as phase 2 starts."""
     from mwpgen.ours.selection import context_lm_loss
 
-    schedule = settings(phase1=6, eval_every=1, patience=2)  # lr 1e-2: overfits, val loss turns
+    schedule = settings(phase1=4, phase2=6, eval_every=1, patience=2)  # lr 1e-2: overfits, val loss turns
     models = fresh_models(tiny_path)
+    selector_at, generator_at = {}, {}
+
+    def snapshot(step):
+        selector_at[step] = models.selector.proj.weight.detach().clone()
+        generator_at[step] = models.generator.model.layers[0].mlp.up_proj.weight.detach().clone()
+
     out = train_joint(models, EXAMPLES[:3], schedule, seed=7, log_every=2, validation=EXAMPLES[3:],
-                      state_dir=tmp_path / "s")
+                      state_dir=tmp_path / "s", dropout=0.0, on_step=snapshot)
     s1, s2 = out["steps"]
     phase1 = [v for v in out["val"] if v["phase"] == 1]
-    assert len(phase1) < s1 and any(h.get("stopped_phase") == 1 for h in out["history"])  # stopped early
-    assert out["steps_run"][0] == phase1[-1]["step"] < s1 and out["steps_run"][1] == s2
-    assert out["best_steps"][1] == min(phase1, key=lambda v: v["val_loss"])["step"]
+    assert out["steps_run"][0] == s1 and [v["step"] for v in phase1] == list(range(1, s1 + 1))  # never stopped
+    best_selector = min(phase1, key=lambda v: v["val_loss"])["step"]
+    assert out["best_steps"]["selector"] == best_selector < s1
+    assert torch.equal(selector_at[s1], selector_at[best_selector])  # the selector went back to its best
+    assert not torch.equal(generator_at[s1], generator_at[best_selector])  # the generator did not
     phase2 = [v for v in out["val"] if v["phase"] == 2]
-    best2 = min(v["val_loss"] for v in phase2)
-    # the weights that go on are the best ones measured, not the last ones
-    assert context_lm_loss(models, EXAMPLES[3:], schedule.max_problem_tokens, 0.5) == pytest.approx(best2, abs=1e-5)
+    assert phase2[0]["step"] == s1  # phase 1's generator is phase 2's first candidate
+    best2 = min(phase2, key=lambda v: v["val_loss"])
+    assert out["best_steps"]["generator"] == best2["step"]
+    assert out["steps_run"][1] < s2 and any(h.get("stopped_phase") == 2 for h in out["history"])
+    # the generator that goes on is the best one measured, not the last one
+    assert context_lm_loss(models, EXAMPLES[3:], schedule.max_problem_tokens, 0.5,
+                           schedule.context_tokens) == pytest.approx(best2["val_loss"], abs=1e-5)
+    assert 0.0 <= out["mwp2eq_val_accuracy"] <= 1.0

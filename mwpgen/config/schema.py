@@ -157,9 +157,23 @@ class OursTrainParams(Section):
     relaxation: Literal["gumbel", "softmax"] = Field("gumbel", description="How L_eq relaxes generated tokens "
                                                      "(Table 4: Gumbel-softmax vs softmax).")
     equation_loss: bool = Field(True, description="Train with L_eq in phase 2 (Table 4: w/o L_eq).")
+    equation_text: Literal["free", "teacher_forced"] = Field(
+        "free", description="The problem M' that L_eq reads: written by the generator itself, token by token (free: "
+        "the paper's M' ~ p_Theta), or the reference problem's teacher-forced logits relaxed (one pass, cheaper; "
+        "L_eq then never sees the generator's own text).")
+    free_run_tokens: int = Field(64, ge=1, le=2048, description="Longest M' written for L_eq (equation_text = "
+                                 "free); Arithmetic's problems: p50 32, p99 62, longest 84 tokens.")
     context: Literal["selector", "tfidf", "noun"] = Field(
         "selector", description="Context source: the learned selector, or heuristic keywords (Table 4).")
     context_loss: bool = Field(True, description="Train the selector with L_c (Table 4: w/o L_c).")
+    context_tokens: int = Field(24, ge=1, le=512, description="Width of the generator's context slot in tokens: "
+                                "the context words, then zero vectors (mwpgen/ours/inputs.py). Fixed, so that "
+                                "the slot reveals nothing of the reference problem but its selected words. All "
+                                "candidate words of an Arithmetic problem: p50 8, p99 18, most 25 tokens.")
+    selector_init: Literal["prior", "keywords"] = Field(
+        "keywords", description="Start of the selector: every q at the prior rho (the paper: w = 0, b = logit rho), "
+        "or fitted to pick the problem's TF-IDF keywords before phase 1 (this project's default: a selector that "
+        "starts below the 0.5 threshold can stay there, README 'Departures').")
     selector: Literal["residual", "eq5"] = Field(
         "residual", description="Selector form: eq5 = sigma(w^T m~_t + b) as the paper writes it; residual = "
         "sigma(w^T (m_t + m~_t) + b) started at the prior (this project's default: Eq. 5 cannot tell a "
@@ -179,9 +193,10 @@ class OursTrainParams(Section):
     save_every: int = Field(50, ge=1, description="Steps between resumable training-state checkpoints (generator, "
                             "mwp2eq and their optimizers: ~3 GB for SmolLM2).")
     eval_every: int = Field(20, ge=0, description="Steps between validation-loss measurements in each phase (0 = at "
-                            "each phase's end only); each phase ends with its weights of lowest validation loss.")
-    patience: int = Field(3, ge=0, description="A phase stops after this many measurements without a lower "
-                          "validation loss (0 = never early).")
+                            "each phase's end only): phase 1 keeps the selector, phase 2 the generator of lowest "
+                            "validation loss (mwpgen/ours/training.py).")
+    patience: int = Field(3, ge=0, description="Phase 2 stops after this many measurements without a lower "
+                          "validation loss, as GPT-pre does (0 = never early); phase 1 runs its whole schedule.")
 
 
 class Seq2SeqTrainParams(Section):

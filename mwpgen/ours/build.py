@@ -11,7 +11,7 @@ from mwpgen import resume
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
 from mwpgen.ours.bundle import save_bundle
-from mwpgen.ours.selector import ContextSelector
+from mwpgen.ours.selector import ContextSelector, fit_to_keywords, tokenize_words
 from mwpgen.ours.inputs import JointExample
 from mwpgen.ours.steps import JointModels
 from mwpgen.ours.training import train_joint
@@ -39,20 +39,35 @@ def build_models(cfg: OursTrainParams, model_id: str, *, device: str, seed: int,
     return models
 
 
+def warm_start_selector(models: JointModels, cfg: OursTrainParams, examples: Sequence[JointExample],
+                        keywords: Sequence[Sequence[str]]) -> dict:
+    """selector_init = keywords: q fitted to pick each training problem's TF-IDF keywords (selector.fit_to_keywords)
+    before phase 1. Returns the fit's statistics."""
+    items = [tokenize_words(models.tokenizer, ex.problem, cfg.max_problem_tokens) for ex in examples]
+    return fit_to_keywords(models.selector, items, keywords)
+
+
 def train_and_save(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[JointExample]], *, model_id: str,
-               device: str, seed: int, mixed_precision: bool, log_every: int, bundle_dir: Path, resume_dir: Path,
-               evaluator_dir: Path | None = None, on_log=None, validation: Sequence[JointExample] = ()) -> dict:
-    """Build ours, train both phases (resuming from `resume_dir`; each phase keeps its weights of lowest loss on
-    `validation`), save the bundle (with the co-trained mwp2eq, when there is one, for verified generation); the
-    finished bundle supersedes the resume state, which is deleted."""
+                   device: str, seed: int, mixed_precision: bool, log_every: int, bundle_dir: Path, resume_dir: Path,
+                   dropout: float, selector_keywords: Sequence[Sequence[str]] | None = None,
+                   evaluator_dir: Path | None = None, on_log=None, validation: Sequence[JointExample] = ()) -> dict:
+    """Build ours, warm-start its selector on `selector_keywords` (each training example's TF-IDF keywords; with
+    selector_init = keywords), train both phases (resuming from `resume_dir`; training.py chooses each component's
+    checkpoint on `validation`), save the bundle (with the co-trained mwp2eq, when there is one, for verified
+    generation); the finished bundle supersedes the resume state, which is deleted."""
     models = build_models(cfg, model_id, device=device, seed=seed, mixed_precision=mixed_precision,
                           evaluator_dir=evaluator_dir)
+    warm_start = None
+    if models.selector is not None and cfg.selector_init == "keywords":
+        if selector_keywords is None:
+            raise ValueError("selector_init = keywords needs each training problem's keywords (selector_keywords)")
+        warm_start = warm_start_selector(models, cfg, examples(1, 0), selector_keywords)
     result = train_joint(models, examples, cfg, seed=seed, log_every=log_every, state_dir=resume_dir,
                          fingerprint_extra={"model": model_id, "device": device, "precision": str(models.amp_dtype)},
-                         on_log=on_log, validation=validation)
+                         on_log=on_log, validation=validation, dropout=dropout)
     save_bundle(bundle_dir, models.generator, models.tokenizer, models.selector,
                 {"context": cfg.context, "selector": cfg.selector, "threshold": cfg.threshold,
-                 "max_problem_tokens": cfg.max_problem_tokens,
+                 "max_problem_tokens": cfg.max_problem_tokens, "context_tokens": cfg.context_tokens,
                  "train": cfg.model_dump(), "base_model": model_id}, mwp2eq=models.mwp2eq)
     resume.remove(resume_dir)
-    return result | {"device": device}
+    return result | {"device": device, "selector_warm_start": warm_start}

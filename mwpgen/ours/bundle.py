@@ -11,12 +11,10 @@ The co-trained mwp2eq is kept so that `mwpgen generate --verify` can check a pro
 parses each candidate back into an equation, mwpgen/service.py). It never scores anything: ACC-eq is judged by the
 independent evaluator only.
 
-Inference context. Training fed the generator every candidate word of the problem in the context slot, each
-word's token embeddings multiplied by its sample c (0 or 1; selector.gated_context_embeddings). Inference uses
-the same slot with the deterministic c = 1{q > threshold} (the paper's "selected keywords"), so the generator
-sees exactly the input distribution it was trained on: unselected words are zero vectors, not removed. With a
-heuristic context source (Table 4's keyword rows) the slot is the keywords' tokens, as in training. The prompt
-is therefore built as embeddings, and decoding starts from `inputs_embeds`.
+Inference context. Inference builds the generator's input as training does (inputs.prompt_embeddings): the
+context slot of `context_tokens` embeddings holds the words with the deterministic c = 1{q > threshold} (the
+paper's "selected keywords"), or a heuristic context source's keywords (Table 4's keyword rows), then zero vectors.
+The prompt is therefore built as embeddings, and decoding starts from `inputs_embeds`.
 """
 
 from __future__ import annotations
@@ -30,10 +28,10 @@ from safetensors.torch import load_file, save_file
 
 from mwpgen.lm.decoding import Decoding, _generation_config
 from mwpgen.io import atomic_directory
-from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows
+from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
 from mwpgen.ours.selector import ContextSelector, selected_words, selector_batch
 
-BUNDLE_FORMAT = "mwpgen-ours/1"
+BUNDLE_FORMAT = "mwpgen-ours/2"  # /2: the fixed-width context slot (context_tokens)
 MWP2EQ_DIR = "mwp2eq"
 
 
@@ -101,26 +99,18 @@ def select_context(selector: ContextSelector, encoded: Sequence, threshold: floa
     return (q > threshold).float(), words
 
 
-def _prompt_embeddings(generator, encoded, c_row: torch.Tensor | None) -> torch.Tensor:
-    from mwpgen.ours.selector import context_slot, gated_context_embeddings
-
-    emb = generator.get_input_embeddings()
-    ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=emb.weight.device)  # noqa: E731
-    slot = emb(ids(encoded.keywords)) if c_row is None else gated_context_embeddings(
-        emb, *context_slot(encoded.problem), c_row)
-    return torch.cat([emb(ids(encoded.prefix)), slot, emb(ids(encoded.suffix))])
-
-
 @torch.no_grad()
 def generate_with_context(generator, tokenizer, selector: ContextSelector | None, examples: Sequence[JointExample],
-                          *, threshold: float = 0.5, max_problem_tokens: int | None = 96, batch_size: int = 16,
+                          *, width: int, threshold: float = 0.5, max_problem_tokens: int | None = 96,
+                          batch_size: int = 16,
                           decoding: Decoding = "greedy", num_beams: int = 4, top_p: float = 0.9,
                           temperature: float = 1.0, max_new_tokens: int = 80, seed: int = 0) -> tuple[list, list]:
     """(generated problem per example, context words per example). With a selector the context is chosen from
-    each example's problem text; without one it is the example's keywords."""
+    each example's problem text; without one it is the example's keywords. `width`: the bundle's context_tokens."""
     torch.manual_seed(seed)
     config = _generation_config(tokenizer, decoding, num_beams, top_p, temperature, max_new_tokens)
     encoded = [encode_joint(tokenizer, ex, max_problem_tokens) for ex in examples]
+    emb = generator.get_input_embeddings()
     texts: list[str] = [""] * len(examples)
     contexts: list[list[str]] = [list(ex.keywords) for ex in examples]
     for start in range(0, len(encoded), batch_size):
@@ -129,7 +119,7 @@ def generate_with_context(generator, tokenizer, selector: ContextSelector | None
         if selector is not None:
             c, words = select_context(selector, chunk, threshold)
             contexts[start : start + len(chunk)] = words
-        rows = [_prompt_embeddings(generator, e, None if c is None else c[i]) for i, e in enumerate(chunk)]
+        rows = [prompt_embeddings(emb, e, width, None if c is None else c[i]) for i, e in enumerate(chunk)]
         embeds, mask = pad_rows(rows, left=True)
         out = generator.generate(inputs_embeds=embeds, attention_mask=mask, generation_config=config)
         for i, text in enumerate(tokenizer.batch_decode(out, skip_special_tokens=True)):

@@ -11,10 +11,18 @@ embedding matrix are its input embeddings for the problem part of the mwp2eq pro
 "problem: <M'> equation:", and mwp2eq's NLL of the input equation E (Eq. 4) is back-propagated
 through the relaxation into Theta.
 
-Reading: f_{Theta,t} are the TEACHER-FORCED logits (position t conditioned on the real m_<t), i.e.
-the same generator forward pass that gives L_LM, not a free-running sampled sequence: one generator
-pass instead of T sequential ones. The relaxation requires generator and mwp2eq to share one
-vocabulary (`check_shared_vocabulary`).
+Where f_{Theta,t} comes from (train.ours.equation_text):
+- "free" (default, the paper's M' ~ p_Theta, as RelGAN samples): `free_running_problems` writes M' token by
+  token from the generator's prompt. Each step's relaxed token is fed back as the next input, so f_{Theta,t} is
+  conditioned on what the generator itself wrote. The relaxed token is straight-through: the forward value is
+  the hard one-hot of argmax (with Gumbel noise an exact sample of p_Theta; with "softmax" the greedy token);
+  the backward value is m'_t's gradient. So mwp2eq reads and the generator continues from a real token
+  sequence, what they meet at test time, while the gradient of L_eq still reaches every f_{Theta,t}, through
+  the later steps too. A soft mixture fed forward would be an input neither model ever saw.
+- "teacher_forced": the logits of the L_LM pass (position t conditioned on the REFERENCE m_<t): one pass
+  instead of T sequential ones, but M' is then the reference problem plus noise, so L_eq never sees what the
+  generator writes when it runs free.
+The relaxation requires generator and mwp2eq to share one vocabulary (`check_shared_vocabulary`).
 """
 
 from __future__ import annotations
@@ -129,14 +137,52 @@ def soft_mwp2eq_nll(mwp2eq, soft_problems: Sequence[torch.Tensor], pieces: Seque
     return nll, int((shift_labels != IGNORE_INDEX).sum())
 
 
-def equation_consistency_loss(mwp2eq, tokenizer, problem_logits: Sequence[torch.Tensor], equations: Sequence[str], *,
-                              tau: float = 1.0, relaxation: str = "gumbel", train_mwp2eq: bool = False,
-                              generator: torch.Generator | None = None,
+def teacher_forced_problems(problem_logits: Sequence[torch.Tensor], tau: float, relaxation: str,
+                            generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    """M' from the teacher-forced logits: problem_logits[i] [T_i, V] predict reference problem i's tokens."""
+    return [relax(f, tau, relaxation, generator) for f in problem_logits]
+
+
+def free_running_problems(model, prompts: Sequence[torch.Tensor], eos_id: int, max_tokens: int, *, tau: float,
+                          relaxation: str, autocast_dtype: torch.dtype | None = None) -> list[torch.Tensor]:
+    """M' written by the generator itself: from prompt i's input embeddings [P_i, D], up to `max_tokens`
+    straight-through relaxed tokens, each fed back (its one-hot times the input embeddings) as the next input.
+    Returns [T_i, V] per prompt: the tokens before the row's first EOS (at least one)."""
+    from mwpgen.ours.inputs import pad_rows
+
+    emb = model.get_input_embeddings()
+    x, mask = pad_rows(prompts, left=True)  # every row's next token in the last column
+    position = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache, steps = None, []
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=x.device)
+    length = torch.full((len(prompts),), max_tokens, dtype=torch.long, device=x.device)
+    with torch.autocast(x.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        for t in range(max_tokens):
+            out = model(inputs_embeds=x, attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
+                        logits_to_keep=1)
+            cache = out.cache
+            soft = relax(out.logits[:, -1], tau, relaxation)
+            token = soft.argmax(-1)
+            hard = torch.nn.functional.one_hot(token, soft.shape[-1]).to(soft.dtype)
+            steps.append(hard + soft - soft.detach())  # forward: the token; backward: the relaxation's gradient
+            ended = (token == eos_id) & ~done
+            length[ended] = t
+            done |= ended
+            if bool(done.all()):
+                break
+            x = (steps[-1].to(emb.weight.dtype) @ emb.weight)[:, None]
+            mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], dim=1)
+            position = position[:, -1:] + 1
+    written = torch.stack(steps, dim=1)  # [B, T, V]
+    return [written[i, : max(int(n), 1)] for i, n in enumerate(length)]
+
+
+def equation_consistency_loss(mwp2eq, tokenizer, soft_problems: Sequence[torch.Tensor], equations: Sequence[str], *,
+                              train_mwp2eq: bool = False,
                               autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, int]:
-    """L_eq (Eq. 4) summed over the batch, and its token count. problem_logits[i]: [T_i, V] generator
-    logits that predict problem i's tokens; equations[i]: its input equation E. With
+    """L_eq (Eq. 4) summed over the batch, and its token count. soft_problems[i]: [T_i, V] relaxed problem M'
+    (`free_running_problems` or `teacher_forced_problems`); equations[i]: its input equation E. With
     train_mwp2eq=False mwp2eq's parameters get no gradient from L_eq (only Theta does)."""
-    soft = [relax(f, tau, relaxation, generator) for f in problem_logits]
     pieces = [mwp2eq_pieces(tokenizer, e) for e in equations]
     with contextlib.nullcontext() if train_mwp2eq else frozen(mwp2eq):
-        return soft_mwp2eq_nll(mwp2eq, soft, pieces, autocast_dtype)
+        return soft_mwp2eq_nll(mwp2eq, soft_problems, pieces, autocast_dtype)

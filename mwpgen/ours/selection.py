@@ -35,7 +35,7 @@ def selection_stats(models: JointModels, examples: Sequence[JointExample], thres
 
 @torch.no_grad()
 def context_lm_loss(models: JointModels, examples: Sequence[JointExample], max_problem_tokens: int,
-                    threshold: float, batch_size: int = 16) -> float:
+                    threshold: float, width: int, batch_size: int = 16) -> float:
     """Teacher-forced generator loss per target token with the context the selector picks at inference
     (c = 1{q > threshold}; without a selector, the examples' keywords): ours' validation score."""
     total, n = 0.0, 0
@@ -45,7 +45,7 @@ def context_lm_loss(models: JointModels, examples: Sequence[JointExample], max_p
         batch = [encode_joint(models.tokenizer, ex, max_problem_tokens)
                  for ex in examples[start : start + batch_size]]
         c = select_context(models.selector, batch, threshold)[0] if models.selector is not None else None
-        _, lm_sum, n_tok, _ = generator_lm(models, batch, c, permute=False)  # a deterministic score
+        _, lm_sum, n_tok, _ = generator_lm(models, batch, c, width, permute=False)  # a deterministic score
         total, n = total + float(lm_sum), n + n_tok
     models.generator.train(was_training)
     return total / max(n, 1)

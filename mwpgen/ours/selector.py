@@ -9,8 +9,9 @@ Pipeline for one MWP (a processed text: whitespace words, numbers masked as num1
    with parameter-free linear self-attention and scores each token with sigmoid(w^T m~_t + b):
    Psi = {w, b} only.
 3. `sample_straight_through` draws c ~ Bernoulli(q) (forward: hard 0/1; backward: dc/dq = 1).
-4. `context_slot` + `gated_context_embeddings` turn c into the generator's context: the slot holds
-   every candidate word's tokens, each token embedding multiplied by its word's c.
+4. `inputs.slot_embeddings` turns c into the generator's context: the slot holds every candidate word's
+   tokens, each token embedding multiplied by its word's c. Forward, unselected words are zero vectors; backward,
+   dL_LM/dc = <dL_LM/de, token embedding> for every candidate, and the straight-through c passes it to q and Psi.
 5. `bernoulli_kl` is L_c = KL(q_Psi || Bernoulli(rho)), summed over the candidate words.
 
 Sub-word tokens -> words. A word's selection decision lives on its FIRST sub-token (the "head"):
@@ -130,16 +131,50 @@ class ContextSelector(nn.Module):
     def from_model(cls, model, form: str = "eq5", prior: float | None = None) -> "ContextSelector":
         return cls(model.get_input_embeddings().weight, form, prior)
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, candidate: torch.Tensor) -> torch.Tensor:
+    def features(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """What w reads at each token [B, T, D]: m~_t (eq5) or m_t + m~_t (residual). Parameter-free."""
         m = self.embeddings[ids]  # [B, T, D], rows m_t of M^T
         d = m.shape[-1]
         scores = m @ m.transpose(1, 2) / math.sqrt(d)  # [B, T(query t), T(key)] = M^T m_t / sqrt(D)
         scores = scores.masked_fill(~mask[:, None, :], float("-inf"))  # padding is not part of M
         a = scores.softmax(dim=-1)  # a_t
         m_tilde = a @ m  # m~_t = M a_t
-        x = m_tilde if self.form == "eq5" else m + m_tilde
-        q = torch.sigmoid(self.proj(x).squeeze(-1))  # Eq. 5: sigma(w^T m~_t + b)
+        return m_tilde if self.form == "eq5" else m + m_tilde
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, candidate: torch.Tensor) -> torch.Tensor:
+        q = torch.sigmoid(self.proj(self.features(ids, mask)).squeeze(-1))  # Eq. 5: sigma(w^T m~_t + b)
         return q * candidate.to(q.dtype)  # Eq. 5's indicator, plus stopword/punct/num masking
+
+
+def fit_to_keywords(selector: ContextSelector, items: Sequence[WordTokens], keywords: Sequence[Sequence[str]],
+                    steps: int = 300, lr: float = 0.05) -> dict:
+    """Warm start (train.ours.selector_init = keywords): fit Psi = (w, b) so that q > 0.5 picks each problem's
+    keywords (the keywords stage's TF-IDF picks), by full-batch logistic regression over the candidate words.
+    The features are parameter-free (`features`), so they are computed once. Deterministic (no sampling).
+    Returns the fit's final loss and how many candidate words it classifies as the keywords do."""
+    x, y = [], []
+    with torch.no_grad():
+        for start in range(0, len(items), 64):
+            chunk = items[start : start + 64]
+            sel = selector_batch(chunk, 0, selector.embeddings.device)
+            feats = selector.features(sel["ids"], sel["mask"])
+            for i, (it, kws) in enumerate(zip(chunk, keywords[start : start + 64])):
+                wanted = set(kws)
+                for head, _ in it.heads:
+                    x.append(feats[i, head])
+                    y.append(float(it.words[it.word_of[head]] in wanted))
+    if not x:
+        raise ValueError("fit_to_keywords: the problems have no candidate words")
+    x, y = torch.stack(x), torch.tensor(y, device=selector.embeddings.device)
+    opt = torch.optim.Adam(selector.proj.parameters(), lr=lr)
+    for _ in range(steps):
+        loss = nn.functional.binary_cross_entropy_with_logits(selector.proj(x).squeeze(-1), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        agree = float(((selector.proj(x).squeeze(-1) > 0).float() == y).float().mean())
+    return {"loss": float(loss.detach()), "agreement": agree, "candidates": len(y), "keyword_share": float(y.mean())}
 
 
 def sample_straight_through(q: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -157,31 +192,6 @@ def bernoulli_kl(q: torch.Tensor, rho: float, candidate: torch.Tensor, eps: floa
     q = q.clamp(eps, 1.0 - eps)
     kl = q * torch.log(q / rho) + (1.0 - q) * torch.log((1.0 - q) / (1.0 - rho))
     return (kl * candidate.to(kl.dtype)).sum(dim=-1)
-
-
-def context_slot(tokens: WordTokens, order: Sequence[int] | None = None) -> tuple[list[int], list[int]]:
-    """The generator's context slot for one MWP: every candidate word's tokens (first occurrence), in
-    `order` (indices into tokens.heads; default: order of appearance). Returns (slot_ids, gate_pos):
-    gate_pos[k] is the head position in `tokens` whose c gates slot token k."""
-    slot_ids, gate_pos = [], []
-    for j in order if order is not None else range(len(tokens.heads)):
-        start, end = tokens.heads[j]
-        slot_ids += tokens.ids[start:end]
-        gate_pos += [start] * (end - start)
-    return slot_ids, gate_pos
-
-
-def gated_context_embeddings(embedding: nn.Embedding, slot_ids: Sequence[int], gate_pos: Sequence[int],
-                             c: torch.Tensor) -> torch.Tensor:
-    """[S, D] generator input embeddings of the slot: c_t * token_embedding (c: [T] for this MWP).
-
-    Forward: selected words keep their embedding, unselected ones become zero vectors (present in
-    the sequence but carrying no token identity). Backward: dL_LM/dc_t = <dL_LM/de, token_embedding>
-    for every candidate, selected or not, and the straight-through c passes it on to q and Psi.
-    """
-    ids = torch.tensor(list(slot_ids), dtype=torch.long, device=embedding.weight.device)
-    gates = c[torch.tensor(list(gate_pos), dtype=torch.long, device=c.device)]
-    return embedding(ids) * gates[:, None].to(embedding.weight.dtype)
 
 
 def selected_words(tokens: WordTokens, q: Sequence[float] | torch.Tensor, threshold: float = 0.5) -> list[str]:

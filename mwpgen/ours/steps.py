@@ -6,7 +6,8 @@ Reading of the paper (Section 2.3 + supplementary "Training Details"):
            candidate word; straight-through (selector.py) carries L_LM's gradient to Psi, L_c's
            analytic gradient reaches Psi directly.
   phase 2  selector FROZEN (it still supplies contexts, sampled c ~ Bernoulli(q), no gradient);
-           generator trained with L_LM + alpha L_eq (Eq. 4, Gumbel-softmax relaxation); mwp2eq keeps
+           generator trained with L_LM + alpha L_eq (Eq. 4, Gumbel-softmax relaxation of a problem M' the
+           generator writes itself, consistency.py); mwp2eq keeps
            learning its own NLL on the REAL (problem -> equation) pairs of the batch. By default
            L_eq does not train Phi (`mwp2eq_phase2: real`): a mwp2eq that also fits the
            generator's soft problems could learn to decode E from anything the generator emits,
@@ -19,7 +20,8 @@ We divide that whole sum by the number of problem (target) tokens in the batch, 
 the per-token mean of train_lm.lm_loss (same learning-rate scale as the baselines) and alpha, beta
 keep the paper's relative weighting. Logged "lm" and "eq" are per-token means, "kl" per problem.
 
-The generator's input for one example is built by inputs.py, as generation builds it.
+The generator's input for one example is built by inputs.py, as generation builds it. Both phases apply keyword
+dropout to the sampled c (inputs.drop_words), as the baselines drop keywords: the paper's "all models".
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import torch
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.prompts import IGNORE_INDEX, collate, encode_example, mwp2eq_example
 from mwpgen.lm.training import lm_loss
-from mwpgen.ours.consistency import check_shared_vocabulary, equation_consistency_loss
-from mwpgen.ours.inputs import Encoded, JointExample, encode_joint, generator_inputs
+from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, free_running_problems,
+                                     teacher_forced_problems)
+from mwpgen.ours.inputs import Encoded, JointExample, drop_words, encode_joint, generator_inputs, prompt_embeddings
 from mwpgen.ours.selector import (ContextSelector, bernoulli_kl, sample_straight_through, selector_batch)
 
 MAX_GRAD_NORM = 1.0  # every model of ours, as the baselines (mwpgen/lm/training.py)
@@ -52,11 +55,11 @@ class JointModels:
             check_shared_vocabulary(self.tokenizer, mwp2eq_tokenizer or self.tokenizer, self.generator, self.mwp2eq)
 
 
-def generator_lm(models: JointModels, batch: Sequence[Encoded], c, permute: bool = True):
+def generator_lm(models: JointModels, batch: Sequence[Encoded], c, width: int, permute: bool = True):
     """One teacher-forced generator pass: (logits, sum of Eq. 3 over target tokens, n target tokens, starts).
-    `permute`: the slot's words in a fresh order per example (supplementary: "permute the order"); off for a
-    deterministic score."""
-    inp = generator_inputs(models.generator, models.tokenizer, batch, c, permute)
+    `width`: the context slot's tokens; `permute`: the slot's words in a fresh order per example (supplementary:
+    "permute the order"); off for a deterministic score."""
+    inp = generator_inputs(models.generator, models.tokenizer, batch, width, c, permute)
     dev = inp["inputs_embeds"].device
     with torch.autocast(dev.type, dtype=models.amp_dtype, enabled=models.amp_dtype is not None):
         logits = models.generator(inputs_embeds=inp["inputs_embeds"], attention_mask=inp["attention_mask"]).logits
@@ -69,15 +72,18 @@ def _selector_q(models: JointModels, batch: Sequence[Encoded]):
     return models.selector(**sel), sel["candidate"]
 
 
-def phase1_losses(models: JointModels, batch: Sequence[Encoded], cfg: OursTrainParams) -> dict[str, torch.Tensor]:
-    """Phase 1 objective (Eq. 6): L_LM + beta L_c, gradients into Theta and (via straight-through) Psi."""
+def phase1_losses(models: JointModels, batch: Sequence[Encoded], cfg: OursTrainParams,
+                  dropout: float) -> dict[str, torch.Tensor]:
+    """Phase 1 objective (Eq. 6): L_LM + beta L_c, gradients into Theta and (via straight-through) Psi.
+    `dropout`: keyword dropout of the sampled context (keywords.dropout)."""
     c = kl = None
     if cfg.context == "selector":
         q, cand = _selector_q(models, batch)
         c = sample_straight_through(q)  # forward 0/1, backward dc/dq = 1
         kl = bernoulli_kl(q, cfg.rho, cand).sum()  # L_c summed over the batch
         n_sel, n_cand = float((c.detach() * cand).sum()), float(cand.sum())
-    _, lm_sum, n_tok, _ = generator_lm(models, batch, c)
+        c = drop_words(c, dropout)
+    _, lm_sum, n_tok, _ = generator_lm(models, batch, c, cfg.context_tokens)
     loss = lm_sum
     if kl is not None and cfg.context_loss:
         loss = loss + cfg.beta * kl
@@ -87,21 +93,37 @@ def phase1_losses(models: JointModels, batch: Sequence[Encoded], cfg: OursTrainP
     return out
 
 
-def phase2_losses(models: JointModels, batch: Sequence[Encoded], cfg: OursTrainParams) -> dict[str, torch.Tensor]:
+def relaxed_problems(models: JointModels, batch: Sequence[Encoded], c, logits, starts,
+                     cfg: OursTrainParams) -> list[torch.Tensor]:
+    """M' for L_eq (consistency.py): written by the generator from each example's prompt (equation_text = free),
+    or the teacher-forced logits of the L_LM pass relaxed (teacher_forced)."""
+    if cfg.equation_text == "teacher_forced":
+        # logits[s - 1 + t] predicts problem token t (the EOS prediction is not part of M').
+        f = [logits[i, s - 1 : s - 1 + len(b.problem.ids)] for i, (b, s) in enumerate(zip(batch, starts))]
+        return teacher_forced_problems(f, cfg.tau, cfg.relaxation)
+    emb = models.generator.get_input_embeddings()
+    # The same context as the L_LM pass, in order of appearance (the permutation is for L_LM's sake).
+    prompts = [prompt_embeddings(emb, b, cfg.context_tokens, None if c is None else c[i]) for i, b in enumerate(batch)]
+    return free_running_problems(models.generator, prompts, models.tokenizer.eos_token_id, cfg.free_run_tokens,
+                                 tau=cfg.tau, relaxation=cfg.relaxation, autocast_dtype=models.amp_dtype)
+
+
+def phase2_losses(models: JointModels, batch: Sequence[Encoded], cfg: OursTrainParams,
+                  dropout: float) -> dict[str, torch.Tensor]:
     """Phase 2: generator L_LM + alpha L_eq (Eq. 4, relaxed); mwp2eq NLL on the real pairs; selector frozen."""
     c = None
     if cfg.context == "selector":
         with torch.no_grad():
             c = torch.bernoulli(_selector_q(models, batch)[0])  # frozen Psi: plain samples, no gradient
-    logits, lm_sum, n_tok, starts = generator_lm(models, batch, c)
+        c = drop_words(c, dropout)
+    logits, lm_sum, n_tok, starts = generator_lm(models, batch, c, cfg.context_tokens)
     loss, out = lm_sum, {"lm": lm_sum / n_tok}
     if cfg.equation_loss:
-        # logits[s - 1 + t] predicts problem token t (the EOS prediction is not part of M').
-        f = [logits[i, s - 1 : s - 1 + len(b.problem.ids)] for i, (b, s) in enumerate(zip(batch, starts))]
+        soft = relaxed_problems(models, batch, c, logits, starts, cfg)
         eq_sum, n_eq = equation_consistency_loss(
-            models.mwp2eq, models.tokenizer, f, [b.example.equation for b in batch], tau=cfg.tau,
-            relaxation=cfg.relaxation, train_mwp2eq=cfg.mwp2eq_phase2 == "generated",
-            autocast_dtype=models.amp_dtype)
+            models.mwp2eq, models.tokenizer, soft, [b.example.equation for b in batch],
+            train_mwp2eq=cfg.mwp2eq_phase2 == "generated", autocast_dtype=models.amp_dtype)
+        out["written_tokens"] = torch.tensor(sum(m.shape[0] for m in soft) / len(soft))
         loss = loss + cfg.alpha * eq_sum
         out["eq"] = eq_sum / max(n_eq, 1)
     out["loss"] = loss / n_tok
@@ -142,11 +164,11 @@ def _update(modules: dict[str, torch.nn.Module], optimizers: dict, max_grad_norm
         optimizers[name].zero_grad(set_to_none=True)
 
 
-def phase1_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
-                cfg: OursTrainParams) -> dict[str, float]:
+def phase1_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict, cfg: OursTrainParams,
+                dropout: float) -> dict[str, float]:
     """One optimisation step of phase 1 (selector + generator). Returns the losses as floats."""
     models.generator.train()
-    losses = phase1_losses(models, batch, cfg)
+    losses = phase1_losses(models, batch, cfg, dropout)
     losses["loss"].backward()
     trained = {"generator": models.generator}
     if cfg.context == "selector":
@@ -165,14 +187,14 @@ def mwp2eq_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
     return {"mwp2eq": float(loss.detach())}
 
 
-def phase2_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
-                cfg: OursTrainParams) -> dict[str, float]:
+def phase2_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict, cfg: OursTrainParams,
+                dropout: float) -> dict[str, float]:
     """One optimisation step of phase 2 (generator + mwp2eq, selector frozen). Returns the losses."""
     if cfg.equation_loss and models.mwp2eq is None:
         raise ValueError("phase 2 with L_eq needs the mwp2eq model (JointModels.mwp2eq is None)")
     models.generator.train()
     trained = {"generator": models.generator}
-    losses = phase2_losses(models, batch, cfg)
+    losses = phase2_losses(models, batch, cfg, dropout)
     total = losses["loss"]
     if models.mwp2eq is not None:
         models.mwp2eq.train()
@@ -185,11 +207,11 @@ def phase2_step(models: JointModels, batch: Sequence[Encoded], optimizers: dict,
 
 
 def joint_step(phase: int, models: JointModels, examples: Sequence[JointExample], optimizers: dict,
-               cfg: OursTrainParams) -> dict[str, float]:
+               cfg: OursTrainParams, dropout: float) -> dict[str, float]:
     """Encode `examples` and take one step of `phase` (1 or 2)."""
     batch = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in examples]
     if phase == 1:
-        return phase1_step(models, batch, optimizers, cfg)
+        return phase1_step(models, batch, optimizers, cfg, dropout)
     if phase == 2:
-        return phase2_step(models, batch, optimizers, cfg)
+        return phase2_step(models, batch, optimizers, cfg, dropout)
     raise ValueError(f"phase must be 1 or 2, got {phase}")

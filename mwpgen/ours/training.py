@@ -9,6 +9,14 @@ restarts from that file and, on the same device, ends bit-for-bit where an unint
 (tests/test_train_joint.py). The file carries a fingerprint of everything that shapes the run; a state written
 by a different configuration or data is refused by name, never silently resumed.
 
+Checkpoint choice is per component, each by the validation loss of the generator with the context the selector
+picks (selection.context_lm_loss): phase 1 keeps the selector of lowest loss and runs its whole schedule (a
+selector's bad stretch neither stops nor resets the generator or the parser); phase 2 keeps the generator of
+lowest loss, counting the one it starts from, and stops after `patience` measurements without a better one, as
+GPT-pre does (mwpgen/lm/training.py). The co-trained mwp2eq is never rolled back: it only learns its own NLL on
+real problems. Its exact parse accuracy on the validation problems is measured as phase 2 starts, the moment it
+begins to drive L_eq.
+
 Paper (supplementary "Training Details"): Adam, lr 5e-5, constant (no schedule is mentioned); the schedulers
 here are constant and exist so that a schedule change cannot silently break resumption.
 """
@@ -24,6 +32,8 @@ import torch
 
 from mwpgen import resume
 from mwpgen.config.schema import OursTrainParams
+from mwpgen.evaluation.metrics import acc_eq
+from mwpgen.lm.decoding import predict_equations
 from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
 from mwpgen.ours.selection import context_lm_loss
 from mwpgen.ours.inputs import JointExample, encode_joint
@@ -65,15 +75,17 @@ def train_joint(
     on_log: Callable[[dict], None] | None = None,
     on_step: Callable[[int], None] | None = None,
     validation: Sequence[JointExample] = (),
+    dropout: float,
 ) -> dict:
     """Run phase 1 then phase 2 with the settings of `train.ours` (`cfg`). `examples` is a list or `(phase,
     epoch) -> list` (fresh keyword dropout per epoch, reproducible). Resumes from `state_dir/state.pt` when it
     exists. `on_step(g)` is called after global step g (1-based) and its checkpoint; the tests raise from it to
     simulate a kill.
     With `validation` problems, the generator's loss on them with the context the selector picks (or their
-    keywords) is measured every `cfg.eval_every` steps and at each phase's end; each phase ends with its best
-    weights, and stops early after `cfg.patience` measurements without a new best.
-    Returns {"history": per-step loss dicts, "val": [{step, phase, val_loss}], "best_steps": {phase: step},
+    keywords) is measured every `cfg.eval_every` steps, at each phase's end and as phase 2 starts; the selector and
+    the generator end with their best weights (module docstring). `dropout`: keyword dropout (keywords.dropout).
+    Returns {"history": per-step loss dicts, "val": [{step, phase, val_loss}], "best_steps": {component: step},
+    "mwp2eq_val_accuracy" (None without a mwp2eq or validation),
     "steps": (S1, S2) scheduled, "steps_run": the steps each phase ran (fewer after an early stop), "wall_time_s",
     "resumed_from"}."""
     get = examples if callable(examples) else (lambda _p, _e: examples)
@@ -86,8 +98,14 @@ def train_joint(
     optimizers = make_optimizers(models, lr=cfg.lr, selector_lr=cfg.selector_lr or cfg.lr)
     schedulers = {k: torch.optim.lr_scheduler.LambdaLR(o, lambda _s: 1.0) for k, o in optimizers.items()}
     modules = _modules(models)
-    stopping = EarlyStopping(modules, cfg.patience)  # the current phase's
-    run: dict = {"step": 0, "history": [], "val": [], "best_steps": {}}
+    chosen = {1: ("selector", 0), 2: ("generator", cfg.patience)}  # each phase's chosen component, its patience
+
+    def phase_stopping(phase: int) -> EarlyStopping:
+        name, patience = chosen[phase]
+        return EarlyStopping({name: modules[name]} if name in modules else {}, patience)
+
+    stopping = phase_stopping(1)
+    run: dict = {"step": 0, "history": [], "val": [], "best_steps": {}, "mwp2eq_val_accuracy": None}
     state = checkpoints.load()
     if state is not None:
         for k, m in modules.items():
@@ -96,8 +114,9 @@ def train_joint(
             o.load_state_dict(state["optimizers"][k])
         for k, sch in schedulers.items():
             sch.load_state_dict(state["schedulers"][k])
-        stopping.load_state_dict(state["stopping"])
         run = state["run"]
+        stopping = phase_stopping(1 if run["step"] < s1 else 2)
+        stopping.load_state_dict(state["stopping"])
         print(f"resuming from {state_dir} at step {run['step']}/{s1 + s2}", flush=True)
     resumed_from = run["step"]
     history = run["history"]
@@ -124,42 +143,56 @@ def train_joint(
         if models.selector is not None:
             models.selector.requires_grad_(phase == 1)  # phase 2: the selector is frozen
         if phase == 1:
-            losses = phase1_step(models, batch, optimizers, cfg)
+            losses = phase1_step(models, batch, optimizers, cfg, dropout)
             if cfg.mwp2eq_in_phase1 and models.mwp2eq is not None:
                 losses |= mwp2eq_step(models, batch, optimizers, cfg)
         else:
-            losses = phase2_step(models, batch, optimizers, cfg)
+            losses = phase2_step(models, batch, optimizers, cfg, dropout)
         for sch in schedulers.values():
             sch.step()
         run["step"] = step
         history.append({"step": step, "phase": phase, "epoch": epoch, "step_s": time.perf_counter() - t_step,
                         **losses})
 
+    def validate(phase: int, step: int) -> None:
+        loss = context_lm_loss(models, validation, cfg.max_problem_tokens, cfg.threshold, cfg.context_tokens)
+        run["val"].append({"step": step, "phase": phase, "val_loss": loss})
+        if stopping.measure(step, loss) and stopping.modules:
+            run["best_steps"][chosen[phase][0]] = step
+        print(f"step {step} phase {phase}: validation loss {loss:.4f} (best {stopping.best_loss:.4f} at step "
+              f"{stopping.best_step or 0})", flush=True)
+
+    def start_phase2() -> None:
+        """The generator phase 1 left is phase 2's first candidate; the parser that will drive L_eq, measured."""
+        if validation:
+            validate(2, s1)
+            if models.mwp2eq is not None and cfg.equation_loss:
+                parses = predict_equations(models.mwp2eq, models.tokenizer, [ex.problem for ex in validation],
+                                           batch_size=16, device=next(models.mwp2eq.parameters()).device)
+                run["mwp2eq_val_accuracy"] = acc_eq(parses, [ex.equation for ex in validation])
+                print(f"co-trained mwp2eq: exact parse accuracy {run['mwp2eq_val_accuracy']:.3f} on the "
+                      f"{len(validation)} validation problems as phase 2 starts", flush=True)
+        run["phase2_started"] = True
+
     def after_step(phase: int, end: int, step: int) -> bool:
-        """Validation when due; at the phase's end (or when it stops early) its best weights go on and the state
-        is saved there; the log window. True: the phase stops here."""
+        """Validation when due; at the phase's end (or when it stops early) the chosen component's best weights go
+        on and the state is saved there; the log window. True: the phase stops here."""
         nonlocal stopping
         stop = False
         if validation and ((cfg.eval_every and step % cfg.eval_every == 0) or step == end):
-            loss = context_lm_loss(models, validation, cfg.max_problem_tokens, cfg.threshold)
-            run["val"].append({"step": step, "phase": phase, "val_loss": loss})
-            if stopping.measure(step, loss):
-                run["best_steps"][phase] = step
-            print(f"step {step} phase {phase}: validation loss {loss:.4f} (best {stopping.best_loss:.4f} at step "
-                  f"{stopping.best_step or 0})", flush=True)
+            validate(phase, step)
             if stopping.out_of_patience and step != end:
-                print(f"phase {phase}: no better validation loss in {cfg.patience} measurements; "
+                print(f"phase {phase}: no better validation loss in {stopping.patience} measurements; "
                       f"stopping it at step {step}", flush=True)
                 history[-1]["stopped_phase"] = phase
                 stop = True
-            if stop or step == end:
-                stopping.restore()
-                stopping = EarlyStopping(modules, cfg.patience)
-        logged = end if stop else step
         if stop or step == end:
+            stopping.restore()
+            stopping = phase_stopping(2)
             run["step"] = end
             if end < s1 + s2 and checkpoints.kept:
                 checkpoints.save(state_at(end))
+        logged = end if stop else step
         if logged % log_every == 0 or logged == end:
             window = [h for h in history[-log_every:] if h["phase"] == phase]
             record = {"step": logged, "phase": phase, "epoch": history[-1]["epoch"]}
@@ -174,6 +207,8 @@ def train_joint(
 
     t0 = time.perf_counter()
     for phase, start, end in ((1, 0, s1), (2, s1, s1 + s2)):
+        if phase == 2 and run["step"] == s1 and s2 and not run.get("phase2_started"):
+            start_phase2()
         if run["step"] < end:
             run_steps(max(run["step"], start), end,
                       step=lambda g, phase=phase, start=start: train_step(phase, start, g),
@@ -183,10 +218,11 @@ def train_joint(
         m.eval()
     steps_run = tuple(sum(h["phase"] == p for h in history) for p in (1, 2))
     return {"history": history, "val": run["val"], "best_steps": run["best_steps"], "steps": (s1, s2),
+            "mwp2eq_val_accuracy": run["mwp2eq_val_accuracy"],
             "steps_run": steps_run, "wall_time_s": time.perf_counter() - t0, "resumed_from": resumed_from}
 
 
-LOSS_KEYS = ("lm", "eq", "kl", "mwp2eq", "selected_frac")
+LOSS_KEYS = ("lm", "eq", "kl", "mwp2eq", "selected_frac", "written_tokens")
 
 
 def phase_summary(history: Sequence[dict], phase: int, steps_per_epoch: int, window: int) -> dict:
