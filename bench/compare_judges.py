@@ -37,7 +37,7 @@ RULES = {
     "evaluator parse equivalent to E": lambda f: f.equivalent,
     "surface checks (numbers once, none extra, a question)": lambda f: f.numbers_once and not f.extra_numbers
     and f.question,
-    "parse = E and surface checks": lambda f: f.exact and f.numbers_once and not f.extra_numbers and f.question,
+    judge.JUDGE_RULE: lambda f: f.exact and f.numbers_once and not f.extra_numbers and f.question,  # judge.judged
 }
 FITTED = {
     "margin (threshold)": ("margin",),

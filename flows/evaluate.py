@@ -4,8 +4,11 @@ BLEU-4, METEOR and ROUGE-L against the real test problem (pycocoevalcap after it
 ACC-eq = the evaluator mwp2eq (trained on this training fold's real problems only) parses each generated problem
 back into exactly the input equation's symbols; % novel = generated problems whose normalised text is not in the
 training fold; ACC-eq over novel problems only; Dist-3. ACC-eq (equivalent): the parse is symbolically the input
-equation. The per-problem predictions file also keeps each problem's BLEU statistics (metrics.bleu_stats), from
-which the report recomputes corpus BLEU-4 on the bootstrap resamples of its paired comparisons.
+equation. Consistency (judged): the share of problems the consistency judge accepts (mwpgen.judge.judged: the
+evaluator's parse is the equation and the problem passes a reader's surface checks; its precision and recall
+against blind readings are in docs/judge_choice). The per-problem predictions file also keeps each problem's BLEU
+statistics (metrics.bleu_stats) and the judge's verdict, from which the report recomputes the scores on the
+bootstrap resamples of its paired comparisons.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, score_generations
 from mwpgen.io import read_generations, write_json, write_jsonl
+from mwpgen.judge import judged
 from mwpgen.seq2seq.not_run import read_not_run
 from tasks.parse import predict_equations
 from tracking.runs import fold_run
@@ -47,14 +51,17 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
         parse_s = time.time() - start
         with TextScorer(params.evaluate.meteor_timeout_s, params.evaluate.max_hypothesis_chars) as scorer:
             scores, predictions = score_generations(rows, parsed, [r["text"] for r in data.train], scorer)
+        for p in predictions:
+            p["judged"] = judged(p["parsed"], p["equation"], p["generated"])
+        scores["consistency_judged"] = sum(p["judged"] for p in predictions) / max(len(predictions), 1)
         timings = scores.pop("timings_s")
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,
                   "timings_s": {**{k: round(v, 3) for k, v in timings.items()}, "parse": round(parse_s, 3)}}
         write_json(out, result)
-        log.info("%s %s fold %d: BLEU-4 %.3f METEOR %.3f ROUGE-L %.3f ACC-eq %.3f (equivalent %.3f) novel %.3f", model,
-                 dataset, fold, scores["bleu4"], scores["meteor"], scores["rouge_l"], scores["acc_eq"],
-                 scores["acc_eq_equivalent"], scores["novelty"])
+        log.info("%s %s fold %d: BLEU-4 %.3f METEOR %.3f ROUGE-L %.3f ACC-eq %.3f (equivalent %.3f) judged %.3f "
+                 "novel %.3f", model, dataset, fold, scores["bleu4"], scores["meteor"], scores["rouge_l"],
+                 scores["acc_eq"], scores["acc_eq_equivalent"], scores["consistency_judged"], scores["novelty"])
         run.metrics({k: v for k, v in scores.items() if isinstance(v, (int, float))})
         run.artifact(out)
         run.artifact(pred_path, "predictions")

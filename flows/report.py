@@ -22,6 +22,7 @@ from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tracking.runs import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
+JUDGE_CHOICE = PROJECT_ROOT / "docs" / "judge_choice" / "judge_choice.json"  # the judge's precision and recall
 
 
 def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
@@ -116,13 +117,14 @@ def report(params: Params) -> dict:
     deltas = deltas_vs_gpt_pre(predictions, exp.seed)
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp)
+    judge = read_json(JUDGE_CHOICE) if JUDGE_CHOICE.exists() else None
     with stage_run("report") as run:
         run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
-        tables = {"table2": table2(scores, oracle, models, exp.datasets, deltas),
+        tables = {"table2": table2(scores, oracle, models, exp.datasets, deltas, judge),
                   "table3": table3(scores, models, exp.datasets),
                   "table4": table4(scores, lambda m: variant_of(m, trained_variants), table4_rows, TABLE4_ROWS,
-                                   ab.datasets, predictions, exp.seed),
+                                   ab.datasets, predictions, exp.seed, judge),
                   "table5": table5(examples, selection=selection)}
         if exp.smoke:
             for table in tables.values():

@@ -63,6 +63,20 @@ FEATURE_NAMES = ("margin", "logp_per_token", "exact", "equivalent", "numbers_onc
 EVALUATOR_FEATURES = FEATURE_NAMES[:-1]
 
 
+# The judge the evaluate stage applies (its "consistency (judged)" column): chosen on the development labels by
+# bench/compare_judges.py (docs/judge_choice), where no candidate reached the target precision 0.85.
+JUDGE_RULE = "parse = E and surface checks"
+
+
+def judged(parse: str, equation: str, problem: str) -> bool:
+    """The judge's verdict on one generated problem: the evaluator's greedy parse is the input equation symbol for
+    symbol (ACC-eq's match) and the problem passes a reader's surface checks (every numN of E once, no other numN,
+    a question at the end)."""
+    checks = surface_checks(equation, problem)
+    return (equation_symbols(parse) == equation_symbols(equation) and checks["numbers_once"]
+            and not checks["extra_numbers"] and checks["question"])
+
+
 def surface_checks(equation: str, problem: str) -> dict:
     """What a reader checks before solving: each numN of the equation once in the problem, no other numN, a question."""
     wanted = [s for s in equation.split() if is_num_token(s)]

@@ -53,7 +53,7 @@ def _records(n: int, good: bool, seed: int) -> list[dict]:
         hit = good or rng.random() < 0.3
         hyp = ref if good else " ".join(w for w in ref.split() if rng.random() < 0.6)
         out.append({"id": f"p{i}", "bleu_stats": bleu_stats(hyp, [ref]), "acc_eq": hit,
-                    "acc_eq_equivalent": hit or rng.random() < 0.2})
+                    "acc_eq_equivalent": hit or rng.random() < 0.2, "judged": hit and (good or rng.random() < 0.5)})
     return out
 
 
@@ -61,17 +61,19 @@ def test_paired_bootstrap_is_seeded_zero_for_a_copy_and_positive_for_a_better_mo
     base = [_records(40, False, seed=k) for k in range(2)]  # two folds
     better = [_records(40, True, seed=k) for k in range(2)]
     same = paired_bootstrap(list(zip(base, base)), seed=2021)
-    for metric in ("bleu4", "acc_eq", "acc_eq_equivalent"):
+    for metric in ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged"):
         assert same[metric] == {"mean": 0.0, "low": 0.0, "high": 0.0}
     a = paired_bootstrap(list(zip(better, base)), seed=2021)
     assert a == paired_bootstrap(list(zip(better, base)), seed=2021)  # same seed, same intervals
     assert a != paired_bootstrap(list(zip(better, base)), seed=7)
-    for metric in ("bleu4", "acc_eq", "acc_eq_equivalent"):
+    for metric in ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged"):
         assert 0 < a[metric]["low"] < a[metric]["mean"] < a[metric]["high"]
     assert a["n"] == 80 and a["unpaired"] == 0
     # the mean over folds of the per-fold differences
     acc = [np.mean([r["acc_eq"] for r in b]) - np.mean([r["acc_eq"] for r in g]) for g, b in zip(better, base)]
     assert a["acc_eq"]["mean"] == pytest.approx(-np.mean(acc))
+    judged = [np.mean([r["judged"] for r in b]) - np.mean([r["judged"] for r in g]) for g, b in zip(better, base)]
+    assert a["consistency_judged"]["mean"] == pytest.approx(-np.mean(judged))
 
 
 def test_missing_problems_are_compared_on_the_intersection():
@@ -84,7 +86,8 @@ def test_missing_problems_are_compared_on_the_intersection():
 
 def _score(model, bleu, acc, fold=0, dataset="arithmetic"):
     return {"model": model, "dataset": dataset, "fold": fold, "bleu4": bleu, "meteor": 0.2, "rouge_l": 0.3,
-            "acc_eq": acc, "acc_eq_equivalent": acc + 0.05, "novelty": 0.5, "acc_eq_novel": 0.1, "dist3": 0.7}
+            "acc_eq": acc, "acc_eq_equivalent": acc + 0.05, "consistency_judged": acc - 0.1, "novelty": 0.5,
+            "acc_eq_novel": 0.1, "dist3": 0.7}
 
 
 ORACLE = [{"model": "mwp2eq", "dataset": "arithmetic", "fold": 0, "oracle_acc_eq": 0.7, "oracle_acc_eq_equivalent": 0.75,
@@ -97,26 +100,33 @@ def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals()
     deltas = deltas_vs_gpt_pre(predictions, seed=2021)
     assert set(deltas) == {("ours", "arithmetic")}
     scores = [_score("gpt_pre", 0.3, 0.4), _score("ours", 0.9, 0.95)]
-    t = table2(scores, ORACLE, TABLE2_MODELS, ["arithmetic"], deltas)
+    judge = {"chosen": "parse = E and surface checks", "test": 300, "test_consistent": 44,
+             "test_result": {"precision": 0.403, "recall": 0.659}, "acc_eq_verdict_on_test": {"precision": 0.369,
+                                                                                            "recall": 0.705}}
+    t = table2(scores, ORACLE, TABLE2_MODELS, ["arithmetic"], deltas, judge)
     rows = dict(t.rows)
     assert t.columns == ["arithmetic BLEU-4", "arithmetic METEOR", "arithmetic ROUGE-L", "arithmetic ACC-eq",
-                         "arithmetic ACC-eq (equivalent)", "arithmetic Δ BLEU-4 vs GPT-pre [95% CI]",
-                         "arithmetic Δ ACC-eq vs GPT-pre [95% CI]",
-                         "arithmetic Δ ACC-eq (equivalent) vs GPT-pre [95% CI]", "folds run"]
+                         "arithmetic ACC-eq (equivalent)", "arithmetic consistency (judged)",
+                         "arithmetic Δ BLEU-4 vs GPT-pre [95% CI]", "arithmetic Δ ACC-eq vs GPT-pre [95% CI]",
+                         "arithmetic Δ ACC-eq (equivalent) vs GPT-pre [95% CI]",
+                         "arithmetic Δ consistency (judged) vs GPT-pre [95% CI]", "folds run"]
     assert rows["mwp2eq oracle ACC-eq (this run)"][3:5] == ["0.700", "0.750"]
     assert rows["chance: most frequent training equation (this run)"][:5] == ["", "", "", "0.120", "0.140"]
     assert any("`x = num1 + num2` (fold 0)" in n for n in t.notes)
+    assert any("precision is 0.403 and its recall 0.659" in n for n in t.notes)  # what the judged column is worth
     ours = rows["ours (this run)"]
-    assert ours[3:5] == ["0.950", "1.000"] and rows["GPT-pre (this run)"][5:8] == ["baseline"] * 3
+    assert ours[3:6] == ["0.950", "1.000", "0.850"] and rows["GPT-pre (this run)"][6:10] == ["baseline"] * 4
     d = deltas[("ours", "arithmetic")]["bleu4"]
-    assert ours[5] == f"+{d['mean']:.3f} [+{d['low']:.3f}, +{d['high']:.3f}]" and d["low"] > 0
-    assert rows["ours (paper)"][:5] == ["0.338", "0.322", "0.567", "0.453", ""]
+    assert ours[6] == f"+{d['mean']:.3f} [+{d['low']:.3f}, +{d['high']:.3f}]" and d["low"] > 0
+    assert ours[9].startswith("+")  # the judged consistency's interval
+    assert rows["ours (paper)"][:6] == ["0.338", "0.322", "0.567", "0.453", "", ""]
     assert r"$\Delta$ BLEU-4" in t.latex() and "Δ ACC-eq (equivalent) vs GPT-pre [95% CI]" in t.markdown()
 
     report = summary(scores, ORACLE, deltas)
     assert report["ours"]["arithmetic"]["acc_eq_equivalent"] == 1.0
-    assert set(report["ours"]["arithmetic"]["delta_vs_gpt_pre"]) == {"bleu4", "acc_eq", "acc_eq_equivalent", "n",
-                                                                     "unpaired"}
+    assert report["ours"]["arithmetic"]["consistency_judged"] == 0.85
+    assert set(report["ours"]["arithmetic"]["delta_vs_gpt_pre"]) == {"bleu4", "acc_eq", "acc_eq_equivalent",
+                                                                     "consistency_judged", "n", "unpaired"}
     assert set(report["ours"]["arithmetic"]["delta_vs_gpt_pre"]["bleu4"]) == {"mean", "low", "high"}
     assert report["mwp2eq"]["arithmetic"] == {"oracle_acc_eq": 0.7, "oracle_acc_eq_equivalent": 0.75}
     assert report["chance"]["arithmetic"] == {"acc_eq": 0.12, "acc_eq_equivalent": 0.14}
@@ -129,7 +139,8 @@ def test_table4_rows_carry_their_interval_against_gpt_pre():
     scores = [_score("gpt_pre", 0.3, 0.4), _score("ours-eq_softmax", 0.9, 0.95)]
     t = table4(scores, variant_of, table4_rows, TABLE4_ROWS, ["arithmetic"], predictions, seed=2021)
     rows = dict(t.rows)
-    assert t.columns[3:6] == [f"arithmetic Δ {m} vs GPT-pre [95% CI]" for m in ("BLEU-4", "ACC-eq",
-                                                                                  "ACC-eq (equivalent)")]
-    assert rows["L_eq (softmax) (this run)"][3].startswith("+") and "[+" in rows["L_eq (softmax) (this run)"][3]
-    assert rows["keyword, noun+pronoun (this run)"][3:6] == ["baseline"] * 3  # GPT-pre answers that row
+    assert t.columns[4:8] == [f"arithmetic Δ {m} vs GPT-pre [95% CI]" for m in ("BLEU-4", "ACC-eq",
+                                                                                  "ACC-eq (equivalent)",
+                                                                                  "consistency (judged)")]
+    assert rows["L_eq (softmax) (this run)"][4].startswith("+") and "[+" in rows["L_eq (softmax) (this run)"][4]
+    assert rows["keyword, noun+pronoun (this run)"][4:8] == ["baseline"] * 4  # GPT-pre answers that row

@@ -127,3 +127,16 @@ def test_the_classifier_probability_is_its_yes_against_its_no(parser):
     logits = model(input_ids=ids).logits[0, -1]
     assert probs[0] == pytest.approx(float(torch.softmax(logits[[yes, no]], -1)[0]), abs=1e-5)
     assert all(0 < p < 1 for p in probs)
+
+
+def test_the_judged_verdict_needs_the_parse_and_every_surface_check():
+    from mwpgen.judge import judged
+
+    eq = "x = num1 - num2"
+    ok = "Joan had num1 shells . She gave num2 away . How many are left ?"
+    assert judged("x = num1 - num2", eq, ok)
+    assert not judged("x = num1 + num2", eq, ok)  # the parse is another equation
+    assert not judged("x = num2 - num1", eq, ok)  # symbol for symbol, as ACC-eq matches
+    assert not judged(eq, eq, "Joan had num1 shells . She gave num2 away .")  # no question
+    assert not judged(eq, eq, "Joan had num1 shells and num1 cards . She gave num2 away . How many are left ?")
+    assert not judged(eq, eq, "Joan had num1 shells . She gave num2 away and num3 more . How many are left ?")

@@ -28,8 +28,8 @@ def test_table4_maps_variants_to_rows_and_averages_folds():
     t = table4(scores, variant_of, table4_rows, TABLE4_ROWS, ["arithmetic"])
     rows = {label: cells for label, cells in t.rows}
     assert rows["full model (this run)"][:2] == ["0.250 ± 0.050", "0.500 ± 0.100"]
-    # columns per dataset: BLEU-4, ACC-eq, ACC-eq (equivalent), three Δ vs GPT-pre; then the runs
-    assert rows["full model (this run)"][2:] == ["", "–", "–", "–", "arit:0 arit:1 from ours"]  # no predictions given
+    # columns per dataset: BLEU-4, ACC-eq, ACC-eq (equivalent), consistency (judged), four Δ vs GPT-pre; the runs
+    assert rows["full model (this run)"][2:] == ["", "", "–", "–", "–", "–", "arit:0 arit:1 from ours"]  # no predictions
     # one run answers both rows the paper lists as the same setting
     assert rows["context selection (this run)"][:2] == rows["full model w/o L_eq (this run)"][:2] == ["0.110", "0.220"]
     assert "keyword, TF-IDF (this run)" not in rows and rows["keyword, TF-IDF (paper)"][:2] == ["0.313", "0.424"]

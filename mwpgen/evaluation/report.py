@@ -26,18 +26,20 @@ from mwpgen import registry
 from mwpgen import paper
 
 TABLE2_MODELS = registry.names(table2=True)  # the paper's row order
-TABLE2_METRICS = (*paper.TABLE2_METRICS, "acc_eq_equivalent")
+TABLE2_METRICS = (*paper.TABLE2_METRICS, "acc_eq_equivalent", "consistency_judged")
 DISPLAY = {m.name: m.display for m in registry.MODELS.values()}
 PAPER_KEY = {m.name: m.paper_key for m in registry.MODELS.values() if m.paper_key}
 METRIC_NAMES = {"bleu4": "BLEU-4", "meteor": "METEOR", "rouge_l": "ROUGE-L", "acc_eq": "ACC-eq",
-                "acc_eq_equivalent": "ACC-eq (equivalent)", "novelty": "% novel", "acc_eq_novel": "ACC-eq (novel)",
+                "acc_eq_equivalent": "ACC-eq (equivalent)", "consistency_judged": "consistency (judged)",
+                "novelty": "% novel", "acc_eq_novel": "ACC-eq (novel)",
                 "dist3": "Dist-3"}
 # The evaluator's figures on real test problems (flows/train.py): its own accuracy and the chance baseline.
 REFERENCE_METRICS = ("oracle_acc_eq", "oracle_acc_eq_equivalent", "chance_acc_eq", "chance_acc_eq_equivalent")
 
 BASELINE = "gpt_pre"  # every model's Δ is against GPT-pre: the paper's closest baseline to ours (same LM, L_LM only)
 BOOTSTRAP_RESAMPLES = 1000
-DELTA_METRICS = ("bleu4", "acc_eq", "acc_eq_equivalent")
+DELTA_METRICS = ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged")
+_PER_PROBLEM = ("acc_eq", "acc_eq_equivalent", "judged")  # the prediction records' 0/1 columns, DELTA_METRICS[1:]
 DELTA_NAMES = {m: f"Δ {METRIC_NAMES[m]} vs GPT-pre [95% CI]" for m in DELTA_METRICS}
 _SMALL, _TINY = 1e-9, 1e-15  # pycocoevalcap's BleuScorer smoothing: no division by zero, 0 matches -> 0
 
@@ -144,22 +146,23 @@ def corpus_bleu(totals: np.ndarray | Sequence[int]) -> np.ndarray:
 
 
 def _scores(sums: np.ndarray, n: int) -> np.ndarray:
-    """Column sums of _paired's matrix over n problems (..., 12) -> (..., 3): BLEU-4, ACC-eq, ACC-eq (equivalent)."""
-    return np.stack([corpus_bleu(sums[..., :10]), sums[..., 10] / n, sums[..., 11] / n], axis=-1)
+    """Column sums of _paired's matrix over n problems (..., 13) -> (..., 4): DELTA_METRICS (BLEU-4, then the
+    shares of the per-problem 0/1 columns)."""
+    return np.concatenate([corpus_bleu(sums[..., :10])[..., None], sums[..., 10:] / n], axis=-1)
 
 
 def _paired(model: Sequence[dict], base: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, int]:
-    """One row per test problem both prediction files have (matched by id): bleu_stats, acc_eq, acc_eq_equivalent;
-    and how many problems only one of them has."""
+    """One row per test problem both prediction files have (matched by id): bleu_stats, then _PER_PROBLEM; and how
+    many problems only one of them has."""
     mine, theirs = {r["id"]: r for r in model}, {r["id"]: r for r in base}
     ids = [i for i in theirs if i in mine]
 
     def matrix(records: dict[str, dict]) -> np.ndarray:
         try:
-            rows = [[*records[i]["bleu_stats"], records[i]["acc_eq"], records[i]["acc_eq_equivalent"]] for i in ids]
+            rows = [[*records[i]["bleu_stats"], *(records[i][k] for k in _PER_PROBLEM)] for i in ids]
         except KeyError as e:
             raise ValueError(f"prediction records without {e} (written before it was kept): re-run `evaluate`") from e
-        return np.array(rows, dtype=np.float64).reshape(len(ids), 12)
+        return np.array(rows, dtype=np.float64).reshape(len(ids), 10 + len(_PER_PROBLEM))
 
     return matrix(mine), matrix(theirs), len(mine) + len(theirs) - 2 * len(ids)
 
@@ -184,7 +187,7 @@ def paired_bootstrap(runs: Sequence[tuple[Sequence[dict], Sequence[dict]]], seed
         n += m
     if not observed:
         return None
-    delta = np.mean(observed, axis=0)  # (3,): one value per DELTA_METRICS
+    delta = np.mean(observed, axis=0)  # one value per DELTA_METRICS
     low, high = np.percentile(np.mean(resampled, axis=0), [2.5, 97.5], axis=0)
     return {metric: {"mean": float(delta[i]), "low": float(low[i]), "high": float(high[i])}
             for i, metric in enumerate(DELTA_METRICS)} | {"n": n, "unpaired": unpaired}
@@ -267,10 +270,24 @@ def _chance_note(oracle: Sequence[dict]) -> str:
             "problem" + (f": {which}." if which else "."))
 
 
+def judge_note(choice: dict | None) -> str:
+    """What the consistency (judged) column measures, with the judge's precision and recall against blind readings
+    (bench/compare_judges.py's docs/judge_choice/judge_choice.json)."""
+    if not choice:
+        return "consistency (judged): the share of problems the consistency judge (mwpgen/judge.py) accepts."
+    r, acc = choice["test_result"], choice["acc_eq_verdict_on_test"]
+    return (f"consistency (judged): the share of problems the consistency judge accepts ({choice['chosen']}; "
+            f"mwpgen/judge.py). Against {choice['test']} blind readings of generated problems that chose nothing "
+            f"(docs/judge_labels, {choice['test_consistent']} consistent) its precision is {r['precision']:.3f} and "
+            f"its recall {r['recall']:.3f} (ACC-eq's verdict there: {acc['precision']:.3f} and {acc['recall']:.3f}; "
+            f"docs/judge_choice), so it too overstates how many problems a reader finds right.")
+
+
 def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datasets: Sequence[str],
-           deltas: dict[tuple[str, str], dict] | None = None) -> Table:
-    """Table 2 with ACC-eq (equivalent) beside the paper's exact ACC-eq, the chance row and the Δ columns.
-    `oracle`: the evaluator's per-fold REFERENCE_METRICS (+ ``chance_equation``); `deltas`: deltas_vs_gpt_pre."""
+           deltas: dict[tuple[str, str], dict] | None = None, judge: dict | None = None) -> Table:
+    """Table 2 with ACC-eq (equivalent) and the judged consistency beside the paper's exact ACC-eq, the chance row
+    and the Δ columns. `oracle`: the evaluator's per-fold REFERENCE_METRICS (+ ``chance_equation``); `deltas`:
+    deltas_vs_gpt_pre; `judge`: the judge choice (judge_note)."""
     metrics, deltas = TABLE2_METRICS, deltas or {}
     cells = aggregate(scores, metrics)
     refs = aggregate(oracle, REFERENCE_METRICS)
@@ -306,6 +323,7 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
                   "ACC-eq: the evaluator's equation equals the input equation symbol for symbol (canonical form; the "
                   "paper's metric, Sec. 4 \"Metrics\"); ACC-eq (equivalent): it is the same equation symbolically "
                   "(e.g. num2 + num1 for num1 + num2). The paper reports the exact one only.",
+                  judge_note(judge),
                   _chance_note(oracle),
                   *_delta_notes({k: v for k, v in deltas.items() if k[0] in models and k[1] in datasets}),
                   "Empty cell: not run; – : not computable (e.g. no novel problems); \"not run\": the model could "
@@ -333,12 +351,13 @@ def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str]) -
 
 
 def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], datasets: Sequence[str],
-           predictions: dict[tuple[str, str, int], list[dict]] | None = None, seed: int = 0) -> Table:
+           predictions: dict[tuple[str, str, int], list[dict]] | None = None, seed: int = 0,
+           judge: dict | None = None) -> Table:
     """Table 4 (ablation): BLEU-4 and ACC-eq (exact, equivalent) of each variant that ran, and each row's Δ against
     GPT-pre (compare_runs over the row's runs, seeded with `seed`). `variant_of(model)` maps a score's model to its
     ablation variant (or None); `rows_of(variant)` gives the Table 4 rows a variant answers; `predictions`:
-    (model, dataset, fold) -> prediction records."""
-    metrics = ("bleu4", "acc_eq", "acc_eq_equivalent")
+    (model, dataset, fold) -> prediction records; `judge`: the judge choice (judge_note)."""
+    metrics = DELTA_METRICS
     by_row: dict[str, list[dict]] = {}
     for s in scores:
         variant = variant_of(s["model"])
@@ -365,11 +384,11 @@ def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], d
                          + [" ".join(runs) + " from " + ", ".join(source)]))
         if label in paper.TABLE4:
             rows.append(_paper_row(label, paper.TABLE4[label], datasets, metrics))
-    return Table("Table 4: ablation (BLEU-4 and ACC-eq)", columns, rows,
+    return Table("Table 4: ablation (BLEU-4, ACC-eq and judged consistency)", columns, rows,
                  ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows "
                   "that are the same run in the paper's table (context selection = full model w/o L_eq) share it.",
                   "Rows without a (this run) line have not been run: python -m orchestration.pipeline --profile ablation.",
-                  *_delta_notes(deltas)])
+                  judge_note(judge), *_delta_notes(deltas)])
 
 
 def selection_summary(picks: Sequence[Sequence[str]], nouns: Sequence[Sequence[str]],
@@ -411,7 +430,8 @@ def summary(scores: list[dict], oracle: list[dict], deltas: dict[tuple[str, str]
     ``delta_vs_gpt_pre`` ({metric: {mean, low, high}}, n, unpaired; from deltas_vs_gpt_pre), the evaluator's oracle
     figures under "mwp2eq" and the chance baseline under "chance"."""
     out: dict = {}
-    metrics = ("bleu4", "meteor", "rouge_l", "acc_eq", "acc_eq_equivalent", "novelty", "acc_eq_novel", "dist3")
+    metrics = ("bleu4", "meteor", "rouge_l", "acc_eq", "acc_eq_equivalent", "consistency_judged", "novelty",
+               "acc_eq_novel", "dist3")
     for (model, dataset, metric), cell in aggregate(scores, metrics).items():
         if metric != "folds" and not math.isnan(cell.mean):
             out.setdefault(model, {}).setdefault(dataset, {})[metric] = round(cell.mean, 4)
