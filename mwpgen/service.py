@@ -8,9 +8,11 @@ For a request it
 2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several) and scores each by the generator's
    mean token log-likelihood of the text and its EOS, teacher-forced as in training (one forward pass; decoding
    scores would be those of the warped top-p distribution);
-3. parses each candidate with the bundle's co-trained mwp2eq (greedy, mwpgen.lm.decoding.predict_equations) and
-   marks it verified when the parse is symbolically the input equation (mwpgen.data.equations.equivalent);
-4. with `verify = K`, keeps the verified candidates first, each group ranked by likelihood, and returns the best n
+3. judges each candidate (mwpgen.judge.judged, the rule the evaluate stage applies) with the bundle's co-trained
+   mwp2eq as its parser: verified when the greedy parse is the input equation symbol for symbol and the problem
+   passes a reader's surface checks (every numN of the equation once, no other, a question at the end);
+4. with `verify = K`, ranks the candidates by the judge: the verified ones first, each group by the parser's
+   log-likelihood of the input equation per token (how firmly it reads that equation), and returns the best n
    (unverified ones only when fewer than n passed, and marked so); without it, the n samples in order;
 5. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
    the answer from the input equation.
@@ -25,8 +27,8 @@ from typing import Sequence
 
 import torch
 
-from mwpgen.data.equations import equivalent
 from mwpgen.data.masking import number_value
+from mwpgen.judge import equation_logprobs, judged
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
@@ -43,7 +45,7 @@ class Problem:
     context: str
     text: str  # numbers filled in (when known) and detokenised
     masked_text: str  # as the generator wrote it
-    verified: bool | None  # None: the model has no co-trained mwp2eq, nothing was checked
+    verified: bool | None  # the judge accepts it; None: the model has no co-trained mwp2eq, nothing was checked
     parsed_equation: str | None  # the co-trained mwp2eq's reading of masked_text
     answer: str | None  # x for the numbers, None while the numbers are num tokens
     numbers: dict[str, str] = field(default_factory=dict)
@@ -108,10 +110,11 @@ class Service:
         verified: list[bool | None] = [None] * len(texts)
         if self.can_verify:
             parsed = self.parse(texts)
-            verified = [equivalent(p, request.equation) for p in parsed]
+            verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
         order = list(range(len(texts)))
         if request.verify:
-            order.sort(key=lambda i: (not verified[i], -scores[i]))
+            firmness = self.equation_firmness(texts, request.equation)
+            order.sort(key=lambda i: (not verified[i], -firmness[i]))
         values: dict[str, str] = dict(request.values)
         if request.numbers == "auto":
             values = {k: str(v) for k, v in auto_numbers(request.equation, request.seed).items()}
@@ -125,6 +128,11 @@ class Service:
                                     detokenize(text), texts[i], verified[i], parsed[i],
                                     None if x is None else format_number(x), numbers, round(scores[i], 4)))
         return problems
+
+    def equation_firmness(self, masked_texts: Sequence[str], equation: str) -> list[float]:
+        """The co-trained mwp2eq's log p(equation | problem) per equation token, teacher-forced: the judge's rank."""
+        return [s / max(n, 1) for s, n in equation_logprobs(self.mwp2eq, self.tokenizer, masked_texts,
+                                                             [equation] * len(masked_texts), batch_size=16)]
 
     def parse(self, masked_texts: Sequence[str]) -> list[str]:
         """The co-trained mwp2eq's greedy reading of each problem (as ACC-eq's evaluator reads, with its prompt)."""

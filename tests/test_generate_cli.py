@@ -260,24 +260,45 @@ def test_verify_needs_a_co_trained_mwp2eq(capsys, bundle_without_mwp2eq):
     assert code == 0 and p["verified"] is None and p["parsed_equation"] is None
 
 
-def test_verified_candidates_come_first_each_group_by_likelihood(bundle):
+def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_the_equation(bundle, monkeypatch):
+    import mwpgen.service
     from mwpgen.service import Service
 
     service = Service.load(bundle, "cpu")
-    parses = iter(["x = ( num2 - 0 ) * 0 + num1 - num2", "x = num1 + num2"] * 10)  # 1st equivalent, 2nd not
+    parses = iter(["x = num1 - num2", "x = num1 + num2"] * 10)  # the judge's parse: 1st the equation, 2nd not
     service.parse = lambda texts: [next(parses) for _ in texts]
+    firmness = iter([-0.5, -0.1, -2.0, -0.3, -1.0, -0.2] * 4)
+    service.equation_firmness = lambda texts, equation: [next(firmness) for _ in texts]
+    # A random tiny generator writes no numbers or questions: the surface checks are the real judge's other half.
+    monkeypatch.setattr(mwpgen.service, "judged", lambda parse, equation, text: parse == equation)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
                              "max_new_tokens": 12})
     problems = service.answer(request)
     flags = [p.verified for p in problems]
     assert flags == sorted(flags, reverse=True) and True in flags and False in flags
-    for group in (True, False):
-        scores = [p.log_likelihood for p in problems if p.verified is group]
-        assert scores == sorted(scores, reverse=True)
-    assert all(equivalent(p.parsed_equation, request.equation) == p.verified for p in problems)
+    assert all((p.parsed_equation == request.equation) == p.verified for p in problems)
     assert [p.rank for p in problems] == list(range(1, len(problems) + 1))
-    again = service.answer(request)  # seeded: the same candidates in the same order
-    assert [p.masked_text for p in again] == [p.masked_text for p in problems]
+    n = len(problems)  # distinct candidates (duplicates dropped): candidate i got firmness [...][i]
+    expected = sorted(range(n), key=lambda i: (i % 2 == 1, -[-0.5, -0.1, -2.0, -0.3, -1.0, -0.2][i]))
+    texts = service._candidates(request)[0]
+    assert [p.masked_text for p in problems] == [texts[i] for i in expected][:request.n]
+
+
+def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):
+    """The service's verdict is mwpgen.judge.judged: a parse of the equation alone is not enough."""
+    from mwpgen.service import Service
+
+    service = Service.load(bundle, "cpu")
+    service.parse = lambda texts: ["x = num1 - num2"] * len(texts)
+    request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 2, "verify": 4,
+                             "max_new_tokens": 12})
+    from mwpgen.judge import surface_checks
+
+    problems = service.answer(request)
+    for p in problems:
+        checks = surface_checks(request.equation, p.masked_text)
+        assert p.verified is (checks["numbers_once"] and not checks["extra_numbers"] and checks["question"])
+    assert not any(p.verified for p in problems)  # the random tiny generator writes no "num1 ... num2 ... ?"
 
 
 def test_the_log_likelihood_is_the_generators_teacher_forced_one(bundle):
