@@ -1,0 +1,112 @@
+"""Blind reading of two models' problems for the same test equations: does one write problems that encode their
+equation more often than the other, as readers judge it?
+
+    python bench/read_models.py build --models gpt_pre ours --n 100 --out docs/read_models
+    python bench/read_models.py score --out docs/read_models
+
+`build` draws `--n` test problems of a fold by a seeded draw, takes each model's generated problem for them from the
+generate stage (results/generations/<model>/<dataset>/fold<k>.csv), and makes one blind reading set of them all
+(bench/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were written
+for TEST equations: they only measure.
+
+`score` reports each model's share read right, the difference of every later model from the first with a paired
+95% bootstrap interval (the same drawn test problems in both), the judge's and ACC-eq's verdicts against the
+readings when the evaluate stage's predictions are there, and the agreement of the two readings of the overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/blind_reading.py, when loaded from elsewhere
+import blind_reading  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESAMPLES = 1000
+
+
+def build(models: list[str], n: int, dataset: str, fold: int, out: Path, root: Path = ROOT) -> None:
+    generated = {m: {r["id"]: r for r in blind_reading.rows(root / "results" / "generations" / m / dataset /
+                                                             f"fold{fold}.csv")} for m in models}
+    ids = sorted(set.intersection(*(set(g) for g in generated.values())))
+    drawn = sorted(random.Random(blind_reading.SEED).sample(ids, min(n, len(ids))))
+    shown = [{"model": m, "id": i, "equation": generated[m][i]["equation"], "generated": generated[m][i]["generated"]}
+             for m in models for i in drawn]
+    blind_reading.build(out, shown, ["model", "id"], prefix="m")
+    (out / "drawn.json").write_text(json.dumps({"dataset": dataset, "fold": fold, "models": models, "ids": drawn},
+                                               indent=1) + "\n", encoding="utf-8")
+
+
+def _verdicts(model: str, dataset: str, fold: int, root: Path) -> dict[str, dict]:
+    path = root / "results" / "predictions" / model / dataset / f"fold{fold}.jsonl"
+    if not path.exists():
+        return {}
+    return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
+
+
+def score(out: Path, root: Path = ROOT) -> dict:
+    drawn = json.loads((out / "drawn.json").read_text(encoding="utf-8"))
+    models, ids = drawn["models"], drawn["ids"]
+    key, first, second = blind_reading.labels(out)
+    read = {(r["model"], r["id"]): first[r["uid"]] for r in key}
+    matrix = np.array([[read[(m, i)] for m in models] for i in ids], dtype=float)  # test problem x model
+    rng = np.random.default_rng(blind_reading.SEED)
+    boot = matrix[rng.integers(0, len(ids), size=(RESAMPLES, len(ids)))].mean(axis=1)  # resample x model
+    per_model = {}
+    for j, m in enumerate(models):
+        verdicts = _verdicts(m, drawn["dataset"], drawn["fold"], root)
+        entry = {"read_right": float(matrix[:, j].mean()),
+                 "read_right_95ci": [float(x) for x in np.percentile(boot[:, j], [2.5, 97.5])]}
+        for name in ("judged", "acc_eq"):
+            if verdicts and all(i in verdicts and name in verdicts[i] for i in ids):
+                accepted = [read[(m, i)] for i in ids if verdicts[i][name]]
+                entry[name] = {"accepted": len(accepted), "right": int(sum(accepted)),
+                               "precision": sum(accepted) / len(accepted) if accepted else None,
+                               "share": len(accepted) / len(ids)}
+        if j:
+            diff = boot[:, j] - boot[:, 0]
+            entry["minus_" + models[0]] = {"mean": float(matrix[:, j].mean() - matrix[:, 0].mean()),
+                                           "low": float(np.percentile(diff, 2.5)),
+                                           "high": float(np.percentile(diff, 97.5))}
+        per_model[m] = entry
+    agree = sum(first[u] == y for u, y in second.items())
+    result = {"dataset": drawn["dataset"], "fold": drawn["fold"], "test_problems": len(ids), "overlap": len(second),
+              "overlap_agree": agree, "models": per_model}
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    lines = [f"Blind reading of {len(ids)} seeded test problems of {drawn['dataset']} fold {drawn['fold']} per model "
+             f"(the two readings of the {len(second)}-problem overlap agree on {agree}).", "",
+             f"| model | read right (%) [95% CI] | minus {models[0]} [95% CI, paired] | judge: accepted, right (%) | "
+             "ACC-eq: accepted, right (%) |", "|---|---:|---:|---:|---:|"]
+    for m, e in per_model.items():
+        lo, hi = e["read_right_95ci"]
+        d = e.get("minus_" + models[0])
+        dtext = f"{100 * d['mean']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]" if d else "baseline"
+        cell = lambda v: f"{v['accepted']}, {pct(v['precision'])}" if v else "n/a"  # noqa: E731
+        lines.append(f"| {m} | {pct(e['read_right'])} [{pct(lo)}, {pct(hi)}] | {dtext} | {cell(e.get('judged'))} | "
+                     f"{cell(e.get('acc_eq'))} |")
+    return blind_reading.write_report(out, result, lines)
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("command", choices=("build", "score"))
+    cli.add_argument("--models", nargs="+", default=["gpt_pre", "ours"], help="the first is the baseline")
+    cli.add_argument("--n", type=int, default=100, help="test problems drawn")
+    cli.add_argument("--dataset", default="arithmetic")
+    cli.add_argument("--fold", type=int, default=0)
+    cli.add_argument("--out", type=Path, default=ROOT / "docs" / "read_models")
+    args = cli.parse_args()
+    if args.command == "build":
+        build(args.models, args.n, args.dataset, args.fold, args.out)
+    else:
+        score(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""bench/read_verify_k.py and bench/read_models.py: readers see only uid, equation and problem; a problem shown twice is
+read once; the scores join the labels back through the key."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("read_verify_k", ROOT / "bench" / "read_verify_k.py")
+read_verify_k = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(read_verify_k)
+
+
+def _csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
+    shown = []
+    for k in (1, 8):
+        for i in range(4):
+            text = f"problem {i} same" if i < 2 else f"problem {i} at k {k}"  # problems 0, 1: shown at both K
+            shown.append({"k": k, "id": f"t{i}", "equation": "x = num1 + num2", "context": "c", "generated": text,
+                          "verified": str(k == 8 and i % 2 == 0), "evaluator_parse": "x = num1 + num2",
+                          "judged_by_evaluator": str(i == 0)})
+    _csv(tmp_path / "verify_k_generations.csv", shown)
+    read_verify_k.build(tmp_path)
+    reading = tmp_path / "reading"
+    problems = list(csv.DictReader(open(reading / "problems.csv")))
+    assert list(problems[0]) == ["uid", "equation", "problem"] and len(problems) == 6  # 8 shown, 2 repeats
+    right = {p["uid"]: int(p["problem"].startswith(("problem 0", "problem 2"))) for p in problems}
+    _csv(reading / "labels_a.csv", [{"uid": u, "label": y} for u, y in right.items()])
+    result = read_verify_k.score(tmp_path)
+    assert result["per_k"][1]["read_right"] == 0.5 and result["per_k"][8]["read_right"] == 0.5
+    assert result["per_k"][8]["verified"] == {"accepted": 2, "right": 2, "precision": 1.0}
+    assert result["per_k"][1]["verified"]["precision"] is None  # nothing verified at K = 1 here
+    assert result["per_k"][1]["judged_by_evaluator"] == {"accepted": 1, "right": 1, "precision": 1.0}
+
+
+def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_path):
+    import json
+
+    spec2 = importlib.util.spec_from_file_location("read_models", ROOT / "bench" / "read_models.py")
+    read_models = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(read_models)
+    for m in ("gpt_pre", "ours"):
+        (tmp_path / "results" / "generations" / m / "arithmetic").mkdir(parents=True)
+        (tmp_path / "results" / "predictions" / m / "arithmetic").mkdir(parents=True)
+        _csv(tmp_path / "results" / "generations" / m / "arithmetic" / "fold0.csv",
+             [{"id": f"t{i}", "equation": "x = num1 + num2", "generated": f"{m} writes {i}"} for i in range(30)])
+        (tmp_path / "results" / "predictions" / m / "arithmetic" / "fold0.jsonl").write_text("".join(
+            json.dumps({"id": f"t{i}", "judged": i % 3 == 0, "acc_eq": True}) + "\n" for i in range(30)))
+    out = tmp_path / "reading"
+    read_models.build(["gpt_pre", "ours"], 20, "arithmetic", 0, out, root=tmp_path)
+    problems = list(csv.DictReader(open(out / "problems.csv")))
+    assert len(problems) == 40 and list(problems[0]) == ["uid", "equation", "problem"]
+    # a reader finds ours right on every drawn problem, GPT-pre on those with an even number
+    labels = [{"uid": p["uid"], "label": int(p["problem"].startswith("ours") or int(p["problem"].split()[-1]) % 2 == 0)}
+              for p in problems]
+    _csv(out / "labels_a.csv", labels)
+    result = read_models.score(out, root=tmp_path)
+    ours, base = result["models"]["ours"], result["models"]["gpt_pre"]
+    assert ours["read_right"] == 1.0 and 0 < base["read_right"] < 1
+    d = ours["minus_gpt_pre"]
+    assert d["mean"] == 1.0 - base["read_right"] and d["low"] <= d["mean"] <= d["high"]
+    assert ours["acc_eq"]["precision"] == 1.0 and ours["acc_eq"]["share"] == 1.0
