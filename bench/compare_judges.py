@@ -37,12 +37,16 @@ RULES = {
     "evaluator parse equivalent to E": lambda f: f.equivalent,
     "surface checks (numbers once, none extra, a question)": lambda f: f.numbers_once and not f.extra_numbers
     and f.question,
-    judge.JUDGE_RULE: lambda f: f.exact and f.numbers_once and not f.extra_numbers and f.question,  # judge.judged
+    "parse = E and surface checks": lambda f: f.exact and f.numbers_once and not f.extra_numbers and f.question,
+    "parse = E, surface checks and operation words": lambda f: f.exact and f.numbers_once and not f.extra_numbers
+    and f.question and f.operation_words,
 }
 FITTED = {
     "margin (threshold)": ("margin",),
     "margin + log p per token": ("margin", "logp_per_token"),
     "margin + surface checks": ("margin", "numbers_once", "extra_numbers", "question"),
+    "margin + surface checks + operation words": ("margin", "numbers_once", "extra_numbers", "question",
+                                                  "operation_words"),
     "all evaluator features": judge.EVALUATOR_FEATURES,
 }
 WITH_CLASSIFIER = {  # candidates that read the consistency classifier (--classifier)
@@ -71,6 +75,8 @@ def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Pa
                                                [r["equation"] for r in rows])
         for r, p in zip(rows, probs):
             have[r["uid"]]["classifier"] = p
+    for r in rows:  # the text-only checks are recomputed, not cached: they cost nothing and may have been extended
+        have[r["uid"]] |= judge.surface_checks(r["equation"], r["problem"])
     write_jsonl(cache, [have[r["uid"]] for r in rows])
     return [judge.Features(**{k: have[r["uid"]].get(k) for k in judge.FEATURE_NAMES}) for r in rows]
 
@@ -134,7 +140,7 @@ def main() -> None:
         table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)", **judge.precision_recall(verdict, dev_y),
                       "auc": auc(prob, dev_y), "precision_at_recall_0.5": precision_at_recall(prob, dev_y)})
     # The most recall among those at the target precision; if none reaches it, the most precise at recall >= 0.5.
-    eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET]
+    eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET and t["recall"] >= 0.5]
     fallback = [t for t in table if t["recall"] >= 0.5 and t["precision"] == t["precision"]]
     chosen = (max(eligible, key=lambda t: (t["recall"], t["precision"])) if eligible
               else max(fallback or table, key=lambda t: (t["precision"] == t["precision"], t["precision"], t["recall"])))

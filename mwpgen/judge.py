@@ -9,7 +9,8 @@ parser knows and of what a reader checks first:
 - `logp_per_token`: log p_Phi(E | M) per equation token.
 - `exact`, `equivalent`: the greedy parse is E symbol for symbol, or symbolically.
 - `numbers_once`: every numN of E appears in M exactly once; `extra_numbers`: numN tokens in M that E does not use;
-  `question`: the last sentence asks something. What a reader checks before solving.
+  `question`: the last sentence asks something; `operation_words`: for every operator of E the problem has a word
+  that commonly signals it (OPERATION_CUES). What a reader checks before solving.
 - `classifier`: the consistency classifier's p(yes) (below), where one was trained.
 
 `JudgeModel` is a logistic regression over these features, fitted on labelled problems; its probability is the judge's
@@ -50,41 +51,58 @@ class Features:
     numbers_once: bool
     extra_numbers: int
     question: bool
+    operation_words: bool
     classifier: float | None = None  # the consistency classifier's p(yes), where one was run
 
     def vector(self) -> list[float]:
         return [max(-MARGIN_CAP, min(MARGIN_CAP, self.margin)), self.logp_per_token, float(self.exact),
                 float(self.equivalent), float(self.numbers_once), float(self.extra_numbers > 0), float(self.question),
-                0.5 if self.classifier is None else self.classifier]
+                float(self.operation_words), 0.5 if self.classifier is None else self.classifier]
 
 
 FEATURE_NAMES = ("margin", "logp_per_token", "exact", "equivalent", "numbers_once", "extra_numbers", "question",
-                 "classifier")
+                 "operation_words", "classifier")
 EVALUATOR_FEATURES = FEATURE_NAMES[:-1]
 
 
+# Words that commonly signal each operation in a word problem (the verb and quantifier cues of the MWP-solving
+# literature: gains and totals for +, losses and comparisons for -, rates and groups for * and /), written down before
+# any label was read; a problem whose text has none for one of its equation's operators rarely states that operation.
+OPERATION_CUES = {
+    "+": r"\b(more|total|altogether|together|in all|sum|combined|added|adds|add|plus|gets|got|bought|buys|received|"
+         r"found|picked)\b",
+    "-": r"\b(left|remain|remaining|gave|give|spent|spend|fewer|less|lost|ate|eaten|sold|took|than|away|used|"
+         r"difference)\b",
+    "*": r"\b(each|per|every|times|rows of|boxes of|bags of|packs of)\b",
+    "/": r"\b(each|per|equally|split|share|shared|divided|among|between|every|evenly|groups)\b",
+}
+
 # The judge the evaluate stage applies (its "consistency (judged)" column): chosen on the development labels by
 # bench/compare_judges.py (docs/judge_choice), where no candidate reached the target precision 0.85.
-JUDGE_RULE = "parse = E and surface checks"
+JUDGE_RULE = "parse = E, surface checks and operation words"
 
 
 def judged(parse: str, equation: str, problem: str) -> bool:
     """The judge's verdict on one generated problem: the evaluator's greedy parse is the input equation symbol for
     symbol (ACC-eq's match) and the problem passes a reader's surface checks (every numN of E once, no other numN,
-    a question at the end)."""
+    a question at the end, a word that signals each of E's operations)."""
     checks = surface_checks(equation, problem)
     return (equation_symbols(parse) == equation_symbols(equation) and checks["numbers_once"]
-            and not checks["extra_numbers"] and checks["question"])
+            and not checks["extra_numbers"] and checks["question"] and checks["operation_words"])
 
 
 def surface_checks(equation: str, problem: str) -> dict:
-    """What a reader checks before solving: each numN of the equation once in the problem, no other numN, a question."""
+    """What a reader checks before solving: each numN of the equation once in the problem, no other numN, a question,
+    a word that signals each of the equation's operations."""
     wanted = [s for s in equation.split() if is_num_token(s)]
     present = re.findall(r"\bnum\d+\b", problem)
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", problem.strip()) if s]
+    lowered = problem.lower()
     return {"numbers_once": all(present.count(n) == 1 for n in set(wanted)),
             "extra_numbers": sum(1 for n in present if n not in wanted),
-            "question": bool(sentences) and sentences[-1].rstrip().endswith("?")}
+            "question": bool(sentences) and sentences[-1].rstrip().endswith("?"),
+            "operation_words": all(re.search(OPERATION_CUES[op], lowered)
+                                   for op in set(equation.split()) & set(OPERATION_CUES))}
 
 
 @torch.no_grad()

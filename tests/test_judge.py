@@ -21,10 +21,15 @@ RECORDS = [
 
 def test_surface_checks_are_what_a_reader_checks_first():
     ok = judge.surface_checks("x = num1 + num2", "Sam has num1 . He gets num2 . How many now ?")
-    assert ok == {"numbers_once": True, "extra_numbers": 0, "question": True}
+    assert ok == {"numbers_once": True, "extra_numbers": 0, "question": True, "operation_words": True}  # "gets"
     assert judge.surface_checks("x = num1 + num2", "Sam has num1 . He gets num1 . How many ?")["numbers_once"] is False
     assert judge.surface_checks("x = num1 + num2", "num1 and num2 and num3 . How many ?")["extra_numbers"] == 1
     assert judge.surface_checks("x = num1 + num2", "Sam has num1 . He gets num2 .")["question"] is False
+    # every operator needs its own cue: "each" signals * (and /), nothing here signals the +
+    mixed = judge.surface_checks("x = num1 * num2 + num3", "Sam has num1 boxes of num2 pens each . num3 . How many ?")
+    assert mixed["operation_words"] is False
+    assert judge.surface_checks("x = num1 * num2 + num3", "Sam has num1 boxes of num2 pens each . He buys num3 "
+                                "more . How many in all ?")["operation_words"] is True
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +58,7 @@ def test_the_margin_compares_the_equation_with_the_best_other_beam(parser):
 
 def test_the_regression_separates_what_its_features_separate_and_reloads():
     feats = [judge.Features(margin=m, logp_per_token=-1.0, exact=m > 0, equivalent=m > 0, numbers_once=True,
-                            extra_numbers=0, question=True) for m in (-3, -2, -1, -0.5, 0.5, 1, 2, 3)]
+                            extra_numbers=0, question=True, operation_words=True) for m in (-3, -2, -1, -0.5, 0.5, 1, 2, 3)]
     labels = [0, 0, 0, 0, 1, 1, 1, 1]
     model = judge.fit(feats, labels, ("margin",))
     probs = model.probability(feats)
@@ -140,3 +145,5 @@ def test_the_judged_verdict_needs_the_parse_and_every_surface_check():
     assert not judged(eq, eq, "Joan had num1 shells . She gave num2 away .")  # no question
     assert not judged(eq, eq, "Joan had num1 shells and num1 cards . She gave num2 away . How many are left ?")
     assert not judged(eq, eq, "Joan had num1 shells . She gave num2 away and num3 more . How many are left ?")
+    assert not judged(eq, eq, "Joan had num1 shells . Sam had num2 shells . How many shells does Joan have ?")  # no
+    # word of the text signals a subtraction (OPERATION_CUES)
