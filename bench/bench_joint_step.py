@@ -10,9 +10,11 @@ timed; memory is measured in one extra untimed step per arm):
           problem: M" (what train_lm does: forward, lm_loss, backward, clip, Adam step)
   phase1  joint step 1: selector q_Psi + straight-through c + generator, L_LM + beta L_c
   phase2  joint step 2 as trained by default (equation_text = free): frozen selector forward + generator
-          (L_LM) + the generator writing M' token by token (straight-through Gumbel-softmax, fed back, at most
-          free_run_tokens = the problem's length here) + mwp2eq on M' (L_eq) + mwp2eq on the real problem (its
-          own NLL), two Adam steps
+          (L_LM) + the generator writing M' token by token (Gumbel-max, fed back, no graph; at most
+          free_run_tokens = the problem's length here) and one pass scoring it (straight-through Gumbel-softmax)
+          + mwp2eq on M' (L_eq) + mwp2eq on the real problem (its own NLL), two Adam steps
+  phase2-feedback-gradient  phase2 with the gradient kept through every fed-back input of the writing (every
+          step of it in the graph; consistency.free_running_problems(feedback_gradient=True))
   phase2-teacher-forced  the same with M' relaxed from the L_LM pass's logits (equation_text = teacher_forced:
           no writing)
   phase2-one-pass  phase2 without the pass on the real problem: L_eq trains mwp2eq too
@@ -42,6 +44,7 @@ from __future__ import annotations
 import sys
 import argparse
 import ctypes
+import functools
 import statistics
 import tempfile
 import threading
@@ -192,8 +195,20 @@ def main() -> None:
     one_pass = cfg.model_copy(update={"mwp2eq_phase2": "generated"})
     teacher_forced = cfg.model_copy(update={"equation_text": "teacher_forced"})
     dropout = 0.3  # keywords.dropout
+    def with_feedback_gradient():
+        """phase2 with the gradient through every fed-back input kept (consistency.free_running_problems)."""
+        import mwpgen.ours.steps as steps
+
+        plain_write = steps.free_running_problems
+        steps.free_running_problems = functools.partial(plain_write, feedback_gradient=True)
+        try:
+            return joint_step(2, models, examples, joint_opts, cfg, dropout)
+        finally:
+            steps.free_running_problems = plain_write
+
     arms = {"plain": plain_step, "phase1": lambda: joint_step(1, models, examples, joint_opts, cfg, dropout),
             "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg, dropout),
+            "phase2-feedback-gradient": with_feedback_gradient,
             "phase2-teacher-forced": lambda: joint_step(2, models, examples, joint_opts, teacher_forced, dropout),
             "phase2-one-pass": lambda: joint_step(2, models, examples, joint_opts, one_pass, dropout)}
 
@@ -208,7 +223,7 @@ def main() -> None:
     written = 6 * n_gen * t_prob + 4 * t_prob * vocab * d_gen  # M' written (trained) and each token fed back
     tf = 6 * n_gen * t_gen + sel + 4 * n_par * t_par + 4 * t_prob * vocab * d_par + 6 * n_par * t_par
     flops = {"plain": 6 * n_gen * t_gen, "phase1": 6 * n_gen * t_gen + sel, "phase2": tf + written,
-             "phase2-teacher-forced": tf,
+             "phase2-teacher-forced": tf, "phase2-feedback-gradient": tf + written,
              "phase2-one-pass": 6 * n_gen * t_gen + sel + 6 * n_par * t_par + 4 * t_prob * vocab * d_par + written}
 
     print(f"model {args.model}: generator {sum(p.numel() for p in gen.parameters()) / 1e6:.2f}M params, "

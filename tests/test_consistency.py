@@ -147,3 +147,20 @@ def test_free_running_l_eq_reaches_the_generator_through_every_written_token(tin
     loss.backward()
     assert gen.model.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0
     assert all(p.grad is None for p in mwp2eq.parameters())
+
+
+def test_written_problem_is_the_same_with_or_without_the_feedback_gradient(tiny):
+    """The graph-free writing then one scoring pass writes the tokens the all-in-the-graph writing writes (greedy),
+    and both give the generator a gradient."""
+    gen, mwp2eq, tok, _ = tiny
+    gen.train()
+    written = {}
+    for feedback in (False, True):
+        gen.zero_grad(set_to_none=True)
+        m = free_running_problems(gen, _prompts(gen, tok), tok.eos_token_id, 8, tau=1.0, relaxation="softmax",
+                                  feedback_gradient=feedback)
+        written[feedback] = [x.argmax(-1).tolist() for x in m]
+        loss, _ = equation_consistency_loss(mwp2eq, tok, m, [e for e, _ in RECORDS])
+        loss.backward()
+        assert gen.model.layers[0].self_attn.q_proj.weight.grad.abs().sum() > 0
+    assert written[False] == written[True]

@@ -13,12 +13,13 @@ through the relaxation into Theta.
 
 Where f_{Theta,t} comes from (train.ours.equation_text):
 - "free" (default, the paper's M' ~ p_Theta, as RelGAN samples): `free_running_problems` writes M' token by
-  token from the generator's prompt. Each step's relaxed token is fed back as the next input, so f_{Theta,t} is
-  conditioned on what the generator itself wrote. The relaxed token is straight-through: the forward value is
-  the hard one-hot of argmax (with Gumbel noise an exact sample of p_Theta; with "softmax" the greedy token);
-  the backward value is m'_t's gradient. So mwp2eq reads and the generator continues from a real token
-  sequence, what they meet at test time, while the gradient of L_eq still reaches every f_{Theta,t}, through
-  the later steps too. A soft mixture fed forward would be an input neither model ever saw.
+  token from the generator's prompt, each token fed back as the next input, so f_{Theta,t} is conditioned on
+  what the generator itself wrote. The relaxed token is straight-through: the forward value is the hard one-hot
+  of the written token (with Gumbel noise an exact sample of p_Theta; with "softmax" the greedy token), the
+  backward value is m'_t's gradient. So mwp2eq reads a real token sequence, what it meets at test time, while the
+  gradient of L_eq reaches every f_{Theta,t}. A soft mixture fed forward would be an input neither model ever
+  saw. The writing itself runs without a graph and M' is then scored in one pass (the function's docstring says
+  why and what that leaves out).
 - "teacher_forced": the logits of the L_LM pass (position t conditioned on the REFERENCE m_<t): one pass
   instead of T sequential ones, but M' is then the reference problem plus noise, so L_eq never sees what the
   generator writes when it runs free.
@@ -144,37 +145,60 @@ def teacher_forced_problems(problem_logits: Sequence[torch.Tensor], tau: float, 
 
 
 def free_running_problems(model, prompts: Sequence[torch.Tensor], eos_id: int, max_tokens: int, *, tau: float,
-                          relaxation: str, autocast_dtype: torch.dtype | None = None) -> list[torch.Tensor]:
-    """M' written by the generator itself: from prompt i's input embeddings [P_i, D], up to `max_tokens`
-    straight-through relaxed tokens, each fed back (its one-hot times the input embeddings) as the next input.
-    Returns [T_i, V] per prompt: the tokens before the row's first EOS (at least one)."""
+                          relaxation: str, autocast_dtype: torch.dtype | None = None,
+                          feedback_gradient: bool = False) -> list[torch.Tensor]:
+    """M' written by the generator itself: from prompt i's input embeddings [P_i, D], up to `max_tokens` tokens, each
+    drawn from the relaxation (Gumbel-max: an exact sample of p_Theta; softmax: the greedy token) and fed back as
+    the next input. Returns the straight-through relaxed tokens [T_i, V] per prompt, those before the row's first
+    EOS (at least one): forward the written token's one-hot, backward the relaxation of the logits that chose it.
+
+    The tokens are written without a graph (a KV-cached decoding) and then scored in ONE teacher-forced pass over
+    prompt + M', whose logits at each position are conditioned on what the generator wrote before it: L_eq's
+    gradient reaches every f_{Theta,t}, but not through the fed-back inputs of the later steps.
+    `feedback_gradient` keeps that path too (every step in the graph): measured in bench/bench_joint_step.py at
+    several times the cost of the whole step, for a gradient that straight-through only approximates anyway."""
     from mwpgen.ours.inputs import pad_rows
 
     emb = model.get_input_embeddings()
     x, mask = pad_rows(prompts, left=True)  # every row's next token in the last column
     position = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache, steps = None, []
+    cache, steps, tokens = None, [], []
     done = torch.zeros(len(prompts), dtype=torch.bool, device=x.device)
     length = torch.full((len(prompts),), max_tokens, dtype=torch.long, device=x.device)
-    with torch.autocast(x.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+    with torch.autocast(x.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None), \
+            contextlib.nullcontext() if feedback_gradient else torch.no_grad():
         for t in range(max_tokens):
             out = model(inputs_embeds=x, attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
                         logits_to_keep=1)
             cache = out.cache
             soft = relax(out.logits[:, -1], tau, relaxation)
             token = soft.argmax(-1)
-            hard = torch.nn.functional.one_hot(token, soft.shape[-1]).to(soft.dtype)
-            steps.append(hard + soft - soft.detach())  # forward: the token; backward: the relaxation's gradient
+            tokens.append(token)
+            if feedback_gradient:
+                hard = torch.nn.functional.one_hot(token, soft.shape[-1]).to(soft.dtype)
+                steps.append(hard + soft - soft.detach())  # forward: the token; backward: the relaxation's gradient
             ended = (token == eos_id) & ~done
             length[ended] = t
             done |= ended
             if bool(done.all()):
                 break
-            x = (steps[-1].to(emb.weight.dtype) @ emb.weight)[:, None]
+            x = (steps[-1].to(emb.weight.dtype) @ emb.weight)[:, None] if feedback_gradient else emb(token)[:, None]
             mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], dim=1)
             position = position[:, -1:] + 1
-    written = torch.stack(steps, dim=1)  # [B, T, V]
-    return [written[i, : max(int(n), 1)] for i, n in enumerate(length)]
+    if not feedback_gradient:
+        written = torch.stack(tokens, dim=1)  # [B, T]
+        x, mask = pad_rows(prompts, left=True)
+        x = torch.cat([x, emb(written)], dim=1)
+        mask = torch.cat([mask, mask.new_ones(written.shape)], dim=1)
+        position = (mask.cumsum(-1) - 1).clamp(min=0)
+        n = written.shape[1]
+        with torch.autocast(x.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            logits = model(inputs_embeds=x, attention_mask=mask, position_ids=position, logits_to_keep=n + 1).logits
+        soft = relax(logits[:, :-1], tau, relaxation)  # position P - 1 + t predicts written token t
+        hard = torch.nn.functional.one_hot(written, soft.shape[-1]).to(soft.dtype)
+        steps = list((hard + soft - soft.detach()).unbind(1))
+    stacked = torch.stack(steps, dim=1)  # [B, T, V]
+    return [stacked[i, : max(int(n), 1)] for i, n in enumerate(length)]
 
 
 def equation_consistency_loss(mwp2eq, tokenizer, soft_problems: Sequence[torch.Tensor], equations: Sequence[str], *,
