@@ -4,6 +4,9 @@ equation more often than the other, as readers judge it?
     python bench/read_models.py build --models gpt_pre ours --n 100 --out docs/read_models
     python bench/read_models.py score --out docs/read_models
 
+A model's problems may also be read in a set of their own, built when its generations exist (the same seeded draw
+of test problems: `build --models ours --out docs/read_models/ours`); `score --out A B` scores the sets together.
+
 `build` draws `--n` test problems of a fold by a seeded draw, takes each model's generated problem for them from the
 generate stage (results/generations/<model>/<dataset>/fold<k>.csv), and makes one blind reading set of them all
 (bench/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were written
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 from pathlib import Path
@@ -50,11 +54,19 @@ def _verdicts(model: str, dataset: str, fold: int, root: Path) -> dict[str, dict
     return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
-def score(out: Path, root: Path = ROOT) -> dict:
-    drawn = json.loads((out / "drawn.json").read_text(encoding="utf-8"))
-    models, ids = drawn["models"], drawn["ids"]
-    key, first, second = blind_reading.labels(out)
-    read = {(r["model"], r["id"]): first[r["uid"]] for r in key}
+def score(outs: list[Path], root: Path = ROOT) -> dict:
+    drawn = [json.loads((out / "drawn.json").read_text(encoding="utf-8")) for out in outs]
+    if len({(d["dataset"], d["fold"], tuple(d["ids"])) for d in drawn}) != 1:
+        raise SystemExit(f"{', '.join(map(str, outs))}: the sets read different test problems; they cannot be paired")
+    models, ids = [m for d in drawn for m in d["models"]], drawn[0]["ids"]
+    drawn = drawn[0]
+    read, first, second = {}, {}, {}
+    for out in outs:
+        key, first_here, second_here = blind_reading.labels(out)
+        read |= {(r["model"], r["id"]): first_here[r["uid"]] for r in key}
+        first |= {f"{out.name}/{u}": y for u, y in first_here.items()}
+        second |= {f"{out.name}/{u}": y for u, y in second_here.items()}
+    out = outs[0] if len(outs) == 1 else Path(os.path.commonpath(outs))  # where the report goes
     matrix = np.array([[read[(m, i)] for m in models] for i in ids], dtype=float)  # test problem x model
     rng = np.random.default_rng(blind_reading.SEED)
     boot = matrix[rng.integers(0, len(ids), size=(RESAMPLES, len(ids)))].mean(axis=1)  # resample x model
@@ -80,7 +92,8 @@ def score(out: Path, root: Path = ROOT) -> dict:
               "overlap_agree": agree, "models": per_model}
     pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
     lines = [f"Blind reading of {len(ids)} seeded test problems of {drawn['dataset']} fold {drawn['fold']} per model "
-             f"(the two readings of the {len(second)}-problem overlap agree on {agree}).", "",
+             f"(sets: {', '.join(str(o) for o in outs)}; the two readings of the {len(second)} overlap problems agree "
+             f"on {agree}).", "",
              f"| model | read right (%) [95% CI] | minus {models[0]} [95% CI, paired] | judge: accepted, right (%) | "
              "ACC-eq: accepted, right (%) |", "|---|---:|---:|---:|---:|"]
     for m, e in per_model.items():
@@ -100,10 +113,11 @@ def main() -> None:
     cli.add_argument("--n", type=int, default=100, help="test problems drawn")
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)
-    cli.add_argument("--out", type=Path, default=ROOT / "docs" / "read_models")
+    cli.add_argument("--out", type=Path, nargs="+", default=[ROOT / "docs" / "read_models"],
+                     help="the set's folder (build: one; score: one or more, scored together)")
     args = cli.parse_args()
     if args.command == "build":
-        build(args.models, args.n, args.dataset, args.fold, args.out)
+        build(args.models, args.n, args.dataset, args.fold, args.out[0])
     else:
         score(args.out)
 

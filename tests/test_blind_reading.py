@@ -63,9 +63,18 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
     labels = [{"uid": p["uid"], "label": int(p["problem"].startswith("ours") or int(p["problem"].split()[-1]) % 2 == 0)}
               for p in problems]
     _csv(out / "labels_a.csv", labels)
-    result = read_models.score(out, root=tmp_path)
+    result = read_models.score([out], root=tmp_path)
     ours, base = result["models"]["ours"], result["models"]["gpt_pre"]
     assert ours["read_right"] == 1.0 and 0 < base["read_right"] < 1
     d = ours["minus_gpt_pre"]
     assert d["mean"] == 1.0 - base["read_right"] and d["low"] <= d["mean"] <= d["high"]
     assert ours["acc_eq"]["precision"] == 1.0 and ours["acc_eq"]["share"] == 1.0
+
+    # the same models read in two sets of their own (the same draw) score as one
+    for m in ("gpt_pre", "ours"):
+        read_models.build([m], 20, "arithmetic", 0, tmp_path / m, root=tmp_path)
+        texts = {p["uid"]: p["problem"] for p in csv.DictReader(open(tmp_path / m / "problems.csv"))}
+        _csv(tmp_path / m / "labels_a.csv", [{"uid": u, "label": int(t.startswith("ours") or int(t.split()[-1]) % 2 == 0)}
+                                             for u, t in texts.items()])
+    apart = read_models.score([tmp_path / "gpt_pre", tmp_path / "ours"], root=tmp_path)
+    assert apart["models"] == result["models"]
