@@ -91,8 +91,8 @@ def train_joint(
     get = examples if callable(examples) else (lambda _p, _e: examples)
     n = len(get(1, 0))
     s1, s2 = phase_steps(cfg, n)
-    checkpoints = Checkpoints(state_dir, run_fingerprint(cfg, seed, get(1, 0), fingerprint_extra or {}),
-                              cfg.save_every)
+    fingerprint = run_fingerprint(cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout})
+    checkpoints = Checkpoints(state_dir, fingerprint, cfg.save_every)
     torch.manual_seed(seed)
     random.seed(seed)
     optimizers = make_optimizers(models, lr=cfg.lr, selector_lr=cfg.selector_lr or cfg.lr)
