@@ -40,7 +40,8 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
              f"- ours: phase 1 {o.phase1.epochs} epoch(s) max_steps {o.phase1.max_steps or 'none'}, phase 2 "
              f"{o.phase2.epochs} epoch(s) max_steps {o.phase2.max_steps or 'none'}, batch {o.batch_size}, lr {o.lr}; "
              f"alpha {o.alpha}, beta {o.beta}, rho {o.rho}, tau {o.tau}, relaxation {o.relaxation}, context "
-             f"{o.context}, mwp2eq initialised from {o.mwp2eq_init}",
+             f"{o.context} (selector started from {o.selector_init}; slot of {o.context_tokens} tokens), L_eq on "
+             f"{o.equation_text.replace('_', '-')} text, mwp2eq initialised from {o.mwp2eq_init}",
              f"- seq2seq: {s2s.steps} steps (x{s2s.math23k_steps_factor} on Math23K); LSTM {s2s.rnn_layers}x"
              f"{s2s.rnn_hidden} (emb {s2s.emb_dim}), batch {s2s.rnn_batch_size}, Adagrad {s2s.rnn_lr}; transformer "
              f"{s2s.tf_layers} layers x {s2s.tf_d_model} (ff {s2s.tf_ff}, {s2s.tf_heads} heads), {s2s.tf_batch_tokens}"
