@@ -7,8 +7,8 @@ Table 4 has three groups; rows that are the same training run appear once here w
   context alone (no L_eq):  keyword TF-IDF, keyword noun+pronoun, context selection (= full model w/o L_eq)
   full model ablations:  w/o L_c, w/o L_eq, w/o both, full model
 
-"keyword, noun+pronoun" trains exactly GPT-pre's objective (L_LM with noun keywords) through the joint trainer,
-so comparing it with the GPT-pre row checks that the two code paths agree.
+"keyword, noun+pronoun" trains GPT-pre's objective (L_LM with noun keywords) through the joint trainer; its prompt
+differs from GPT-pre's only by the zero vectors that fill ours' fixed-width context slot (mwpgen/ours/inputs.py).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def check_variants() -> None:
 
 def variant_of(model: str, trained: Sequence[str] = ()) -> str | None:
     """The Table 4 variant a model's scores answer; None for models outside Table 4. The default "ours" is the
-    full model. GPT-pre trains exactly the "keyword, noun+pronoun" objective (L_LM with noun keywords), so it
+    full model. GPT-pre trains the "keyword, noun+pronoun" objective (L_LM with noun keywords), so it
     answers that row unless the `noun` variant itself was trained (listed in `trained`)."""
     if model == "ours":
         return "full"
