@@ -208,6 +208,7 @@ def train(args) -> None:
 
 def score(args) -> None:
     from mwpgen.evaluation.metrics import TextScorer, score_generations
+    from mwpgen.judge import judge_predictions
     from mwpgen.evaluation.report import delta_text, paired_bootstrap, selection_summary
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
@@ -229,6 +230,7 @@ def score(args) -> None:
             by_gpu, _ = score_generations(rows, [gpu_parses[r["id"]] for r in rows], training_texts, scorer)
             cpu_parses = predict_equations(evaluator, tokenizer, [r["generated"] for r in rows])
             by_cpu, predictions[model] = score_generations(rows, cpu_parses, training_texts, scorer)
+            by_cpu["consistency_judged"] = judge_predictions(predictions[model])
             for s in (by_gpu, by_cpu):
                 s.pop("timings_s")
             scores[model] = {**by_cpu, "acc_eq_gpu_evaluator": by_gpu["acc_eq"],

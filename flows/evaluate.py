@@ -23,7 +23,7 @@ from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, score_generations
 from mwpgen.io import read_generations, write_json, write_jsonl
-from mwpgen.judge import judged
+from mwpgen.judge import judge_predictions
 from mwpgen.seq2seq.not_run import read_not_run
 from tasks.parse import predict_equations
 from tracking.runs import fold_run
@@ -51,9 +51,7 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
         parse_s = time.time() - start
         with TextScorer(params.evaluate.meteor_timeout_s, params.evaluate.max_hypothesis_chars) as scorer:
             scores, predictions = score_generations(rows, parsed, [r["text"] for r in data.train], scorer)
-        for p in predictions:
-            p["judged"] = judged(p["parsed"], p["equation"], p["generated"])
-        scores["consistency_judged"] = sum(p["judged"] for p in predictions) / max(len(predictions), 1)
+        scores["consistency_judged"] = judge_predictions(predictions)
         timings = scores.pop("timings_s")
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,

@@ -91,6 +91,14 @@ def judged(parse: str, equation: str, problem: str) -> bool:
             and not checks["extra_numbers"] and checks["question"] and checks["operation_words"])
 
 
+def judge_predictions(predictions: list[dict]) -> float:
+    """Add the judge's verdict ("judged") to each prediction record of the evaluate stage (id, equation, generated,
+    parsed, ...) and return the share it accepts: the "consistency (judged)" score."""
+    for p in predictions:
+        p["judged"] = judged(p["parsed"], p["equation"], p["generated"])
+    return sum(p["judged"] for p in predictions) / max(len(predictions), 1)
+
+
 def surface_checks(equation: str, problem: str) -> dict:
     """What a reader checks before solving: each numN of the equation once in the problem, no other numN, a question,
     a word that signals each of the equation's operations."""
