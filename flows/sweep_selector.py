@@ -42,6 +42,8 @@ GRIDS = {
               {"selector": "residual", "selector_lr": 1e-2, "beta": 0.1, "rho": 0.3, "selector_init": "prior"}],
     # The seed check of the start: from the prior (the paper) against the keyword warm start (the default).
     "seeds": [{"selector_init": "keywords"}, {"selector_init": "prior"}],
+    # The seed check of params.yaml's train.ours alone.
+    "default": [{}],
 }
 SEEDS = (2021, 7, 13, 1, 42)
 NONE_AT_MOST, MEDIAN_WORDS = 0.05, (2, 6)
