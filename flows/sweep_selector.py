@@ -56,7 +56,7 @@ def holds(stats: dict) -> bool:
 
 
 def _label(setting: dict) -> str:
-    return ", ".join(f"{k} {v}" for k, v in setting.items())
+    return ", ".join(f"{k} {v}" for k, v in setting.items()) or "params.yaml's train.ours"
 
 
 def _markdown(rows: list[dict], chosen: str | None, header: str) -> str:
@@ -68,7 +68,7 @@ def _markdown(rows: list[dict], chosen: str | None, header: str) -> str:
                      f"{v['words_mean']:.2f}, {v['none_share']:.1%} | {t['words_median']:g}, {t['words_mean']:.2f}, "
                      f"{t['none_share']:.1%} | {v['q_min']:.3f}-{v['q_max']:.3f} | {r['selected_first']:.2f} / "
                      f"{r['selected_last']:.2f} | {'yes' if r['holds'] else '**no**'} |")
-    lines += ["", f"Chosen: {chosen or 'none (no setting holds on every seed)'}."]
+    lines += ["", f"Chosen: {'none (no setting holds on every seed)' if chosen is None else chosen}."]
     return "\n".join(lines) + "\n"
 
 
