@@ -7,9 +7,10 @@ problem, problems with none). Test problems are only counted (words picked), nev
 
 A setting HOLDS when, on every seed, at most 5 % of the validation problems get no word and the median is 2-6
 words; the chosen setting is the one of lowest mean validation loss among those that hold (none: no choice).
-Each run trains exactly as train_ours trains phase 1 (train.ours with only the grid's switches changed), cut at
+Each run trains phase 1 as train_ours does (train.ours with only the grid's switches changed, the selector's warm
+start and keyword dropout included) but without the co-trained mwp2eq, which never touches the selector, cut at
 `--steps` steps. One MLflow run per (setting, seed) under a parent run `sweep_selector`; the table goes to
-docs/selector_sweep.md (and .json). Not a DVC stage: it informs the defaults of `train.ours`.
+docs/selector_sweep_<grid>.md (and .json). Not a DVC stage: it informs the defaults of `train.ours`.
 """
 
 from __future__ import annotations

@@ -42,6 +42,11 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
     assert result["per_k"][1]["judged_by_evaluator"] == {"accepted": 1, "right": 1, "precision": 1.0}
 
 
+def _read_right(text: str) -> int:
+    """The readers of these tests: ours always right, GPT-pre on the problems with an even number."""
+    return int(text.startswith("ours") or int(text.split()[-1]) % 2 == 0)
+
+
 def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_path):
     import json
 
@@ -59,9 +64,7 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
     read_models.build(["gpt_pre", "ours"], 20, "arithmetic", 0, out, root=tmp_path)
     problems = list(csv.DictReader(open(out / "problems.csv")))
     assert len(problems) == 40 and list(problems[0]) == ["uid", "equation", "problem"]
-    # a reader finds ours right on every drawn problem, GPT-pre on those with an even number
-    labels = [{"uid": p["uid"], "label": int(p["problem"].startswith("ours") or int(p["problem"].split()[-1]) % 2 == 0)}
-              for p in problems]
+    labels = [{"uid": p["uid"], "label": _read_right(p["problem"])} for p in problems]
     _csv(out / "labels_a.csv", labels)
     result = read_models.score([out], root=tmp_path)
     ours, base = result["models"]["ours"], result["models"]["gpt_pre"]
@@ -74,7 +77,6 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
     for m in ("gpt_pre", "ours"):
         read_models.build([m], 20, "arithmetic", 0, tmp_path / m, root=tmp_path)
         texts = {p["uid"]: p["problem"] for p in csv.DictReader(open(tmp_path / m / "problems.csv"))}
-        _csv(tmp_path / m / "labels_a.csv", [{"uid": u, "label": int(t.startswith("ours") or int(t.split()[-1]) % 2 == 0)}
-                                             for u, t in texts.items()])
+        _csv(tmp_path / m / "labels_a.csv", [{"uid": u, "label": _read_right(t)} for u, t in texts.items()])
     apart = read_models.score([tmp_path / "gpt_pre", tmp_path / "ours"], root=tmp_path)
     assert apart["models"] == result["models"]
