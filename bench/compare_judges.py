@@ -14,6 +14,7 @@ nothing. Features are cached in OUT/features.jsonl (they cost a beam search per 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import sys
 import time
@@ -54,6 +55,28 @@ WITH_CLASSIFIER = {  # candidates that read the consistency classifier (--classi
     "classifier + margin + surface checks": ("classifier", "margin", "numbers_once", "extra_numbers", "question"),
     "all features": judge.FEATURE_NAMES,
 }
+
+
+# --second-parser: a second, independently trained parser (bench/gpu_second_parser.py). Its candidates are rules and
+# fits above, read over features merged from both parsers: the second parser's own, or "both" (each greedy parse is
+# E, and the lower of the two margins: both parsers must believe E).
+MERGES = {
+    "second parser": lambda f, s: dataclasses.replace(f, margin=s.margin, logp_per_token=s.logp_per_token,
+                                                      exact=s.exact, equivalent=s.equivalent),
+    "both parsers": lambda f, s: dataclasses.replace(f, margin=min(f.margin, s.margin),
+                                                     logp_per_token=min(f.logp_per_token, s.logp_per_token),
+                                                     exact=f.exact and s.exact, equivalent=f.equivalent and s.equivalent),
+}
+MERGED = ("evaluator parse = E (ACC-eq)", "parse = E, surface checks and operation words", "margin (threshold)",
+          "margin + surface checks + operation words")
+
+
+def second_parser_features(path: Path, rows: list[dict]) -> list[judge.Features]:
+    have = {r["uid"]: r for r in read_jsonl(path)}
+    missing = [r["uid"] for r in rows if r["uid"] not in have]
+    if missing:
+        raise SystemExit(f"error: {path} has no features for {len(missing)} labelled problems (first: {missing[0]})")
+    return [judge.Features(**{k: have[r["uid"]].get(k) for k in judge.FEATURE_NAMES}) for r in rows]
 
 
 def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Path | None) -> list[judge.Features]:
@@ -121,47 +144,63 @@ def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("evaluator", type=Path, help="the fold's evaluator (models/mwp2eq/<dataset>/fold<k>)")
     cli.add_argument("--classifier", type=Path, help="a consistency classifier (bench/train_judge_classifier.py)")
+    cli.add_argument("--second-parser", type=Path,
+                     help="a second parser's features of the labelled problems (bench/gpu_second_parser.py)")
     cli.add_argument("--out", type=Path, default=ROOT / "docs" / "judge_choice")
     args = cli.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rows = judge_labels.labels()
     feats = cached_features(args.evaluator, rows, args.out, args.classifier)
     fitted = FITTED | (WITH_CLASSIFIER if args.classifier else {})
+    # (name, features of every labelled problem, the rule or the fitted judge's features)
+    candidates = [(name, feats, rule) for name, rule in RULES.items()] + [(name, feats, use)
+                                                                         for name, use in fitted.items()]
+    if args.second_parser:
+        second = second_parser_features(args.second_parser, rows)
+        for merge, combine in MERGES.items():
+            merged = [combine(f, s) for f, s in zip(feats, second)]
+            candidates += [(f"{merge}: {name}", merged, (RULES | FITTED)[name]) for name in MERGED]
     dev = [i for i, r in enumerate(rows) if r["part"] == "dev"]
     test = [i for i, r in enumerate(rows) if r["part"] == "test"]
     y = [r["label"] for r in rows]
-    dev_f, dev_y = [feats[i] for i in dev], [y[i] for i in dev]
+    dev_y = [y[i] for i in dev]
 
     table = []
-    for name, rule in RULES.items():
-        table.append({"judge": name, "kind": "rule", **judge.precision_recall([rule(f) for f in dev_f], dev_y)})
-    for name, use in fitted.items():
-        verdict, prob = cross_validated(use, dev_f, dev_y)
-        table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)", **judge.precision_recall(verdict, dev_y),
-                      "auc": auc(prob, dev_y), "precision_at_recall_0.5": precision_at_recall(prob, dev_y)})
+    for name, cand_feats, judge_of in candidates:
+        dev_f = [cand_feats[i] for i in dev]
+        if callable(judge_of):
+            table.append({"judge": name, "kind": "rule", **judge.precision_recall([judge_of(f) for f in dev_f], dev_y)})
+        else:
+            verdict, prob = cross_validated(judge_of, dev_f, dev_y)
+            table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)", **judge.precision_recall(verdict, dev_y),
+                          "auc": auc(prob, dev_y), "precision_at_recall_0.5": precision_at_recall(prob, dev_y)})
     # The most recall among those at the target precision; if none reaches it, the most precise at recall >= 0.5.
     eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET and t["recall"] >= 0.5]
     fallback = [t for t in table if t["recall"] >= 0.5 and t["precision"] == t["precision"]]
     chosen = (max(eligible, key=lambda t: (t["recall"], t["precision"])) if eligible
               else max(fallback or table, key=lambda t: (t["precision"] == t["precision"], t["precision"], t["recall"])))
 
-    if chosen["judge"] in fitted:
-        final = judge.fit(dev_f, dev_y, fitted[chosen["judge"]])
-        final.threshold = judge.threshold_for_precision(final.probability(dev_f), dev_y, TARGET)
-        test_verdict = final.accepts([feats[i] for i in test])
-        write_json(args.out / "judge.json", final.to_dict())
+    _, chosen_feats, judge_of = next(c for c in candidates if c[0] == chosen["judge"])
+    if callable(judge_of):
+        test_verdict = [judge_of(chosen_feats[i]) for i in test]
     else:
-        test_verdict = [RULES[chosen["judge"]](feats[i]) for i in test]
+        final = judge.fit([chosen_feats[i] for i in dev], dev_y, judge_of)
+        final.threshold = judge.threshold_for_precision(final.probability([chosen_feats[i] for i in dev]), dev_y,
+                                                        TARGET)
+        test_verdict = final.accepts([chosen_feats[i] for i in test])
+        write_json(args.out / "judge.json", final.to_dict())
     test_result = judge.precision_recall(test_verdict, [y[i] for i in test])
     acc_eq_test = judge.precision_recall([feats[i].exact for i in test], [y[i] for i in test])
 
     summary = {"evaluator": str(args.evaluator), "classifier": str(args.classifier) if args.classifier else None,
+               "second_parser": str(args.second_parser) if args.second_parser else None,
                "target_precision": TARGET, "dev": len(dev), "dev_consistent":
                sum(dev_y), "test": len(test), "test_consistent": sum(y[i] for i in test), "candidates": table,
                "chosen": chosen["judge"], "test_result": test_result, "acc_eq_verdict_on_test": acc_eq_test}
     write_json(args.out / "judge_choice.json", summary)
     lines = [f"### Consistency judges on the blind labels (evaluator {args.evaluator}"
-             + (f", classifier {args.classifier})" if args.classifier else ")"), "",
+             + (f", classifier {args.classifier}" if args.classifier else "")
+             + (f", second parser {args.second_parser})" if args.second_parser else ")"), "",
              f"Development labels: {len(dev)} problems ({sum(dev_y)} consistent). Target: precision >= {TARGET} "
              "at recall >= 0.5. Fitted judges: the verdict at the threshold chosen for that precision on the other "
              "folds (none accepted: no threshold reached it), and, from their cross-validated probabilities, the AUC "
