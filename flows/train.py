@@ -114,10 +114,8 @@ def train(params: Params, model: str, dataset: str, fold: int, data_parallel: bo
 def validation_parse_accuracy(validation: list[dict], batch_size: int):
     """The evaluator's checkpoint score: exact ACC-eq of its greedy parses of the validation slice's problems."""
     problems, references = [r["text"] for r in validation], [r["equation"] for r in validation]
-
-    def score(model, tokenizer) -> float:
-        return acc_eq(decoding.predict_equations(model, tokenizer, problems, batch_size=batch_size), references)
-    return score
+    return lambda model, tokenizer: decoding.parse_accuracy(model, tokenizer, problems, references,
+                                                            batch_size=batch_size)
 
 
 if __name__ == "__main__":

@@ -87,8 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--numbers", choices=NUMBER_MODES, help="auto: draw small integers for num1, num2, ... such "
                      "that x is a positive whole number, and print the answer (default given)")
     how.add_argument("--verify", type=int, metavar="K", help="sample K candidates (up to 32 pays here), keep those the "
-                     "judge accepts (the co-trained mwp2eq reads back the equation and the problem uses each number "
-                     "once and asks a question), the most firmly read first (default 0: no check)")
+                     "judge accepts (the co-trained mwp2eq reads back the equation, and the problem uses each number "
+                     "once, asks a question and has a word for each operation), the most firmly read first "
+                     "(default 0: no check)")
     how.add_argument("--decoding", choices=DECODINGS, help="default top_p")
     how.add_argument("--top-p", type=float, dest="top_p", help="nucleus mass (default 0.9)")
     how.add_argument("--temperature", type=float, help="default 1.0")

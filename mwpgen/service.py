@@ -10,7 +10,8 @@ For a request it
    scores would be those of the warped top-p distribution);
 3. judges each candidate (mwpgen.judge.judged, the rule the evaluate stage applies) with the bundle's co-trained
    mwp2eq as its parser: verified when the greedy parse is the input equation symbol for symbol and the problem
-   passes a reader's surface checks (every numN of the equation once, no other, a question at the end);
+   passes a reader's surface checks (every numN of the equation once, no other, a question at the end, and for
+   each operator of the equation a word that commonly signals it: mwpgen.judge.OPERATION_CUES);
 4. with `verify = K`, ranks the candidates by the judge: the verified ones first, each group by the parser's
    log-likelihood of the input equation per token (how firmly it reads that equation), and returns the best n
    (unverified ones only when fewer than n passed, and marked so); without it, the n samples in order;

@@ -221,3 +221,31 @@ def test_each_component_keeps_its_best_validation_weights_and_only_phase2_stops_
     assert context_lm_loss(models, EXAMPLES[3:], schedule.max_problem_tokens, 0.5,
                            schedule.context_tokens) == pytest.approx(best2["val_loss"], abs=1e-5)
     assert 0.0 <= out["mwp2eq_val_accuracy"] <= 1.0
+
+
+def test_the_co_trained_mwp2eq_reads_several_batches_per_phase1_step(tiny_path, monkeypatch):
+    """mwp2eq_batches_per_step = 3: at each phase-1 step the co-trained mwp2eq learns from the generator's batch and
+    from the same index of two fresh orders of the epoch, so one phase-1 epoch gives it three (issue 24); phase 2
+    is unchanged. 1 pass reads exactly the generator's batch, as before."""
+    import mwpgen.ours.training as training
+
+    def recorded(passes: int) -> tuple[list, list]:
+        generator_batches, mwp2eq_batches = [], []
+        real_phase1, real_mwp2eq = training.phase1_step, training.mwp2eq_step
+        monkeypatch.setattr(training, "phase1_step", lambda models, batch, *a: (
+            generator_batches.append([e.example.problem for e in batch]), real_phase1(models, batch, *a))[1])
+        monkeypatch.setattr(training, "mwp2eq_step", lambda models, batch, *a: (
+            mwp2eq_batches.append([e.example.problem for e in batch]), real_mwp2eq(models, batch, *a))[1])
+        train_joint(fresh_models(tiny_path), EXAMPLES, settings(phase1=1, max2=1, mwp2eq_batches_per_step=passes),
+                    seed=1, log_every=10, dropout=0.0)
+        return generator_batches, mwp2eq_batches
+
+    generator_batches, mwp2eq_batches = recorded(1)
+    assert mwp2eq_batches == generator_batches
+    generator_batches, mwp2eq_batches = recorded(3)
+    steps = phase_steps(settings(phase1=1), len(EXAMPLES))[0]
+    assert len(generator_batches) == steps and len(mwp2eq_batches) == 3 * steps
+    assert mwp2eq_batches[0::3] == generator_batches  # the first pass: the generator's own batch
+    epoch = lambda i: sorted(map(tuple, (b for batch in mwp2eq_batches[i::3] for b in batch)))  # noqa: E731
+    assert epoch(1) == epoch(2) == epoch(0)  # each pass: every problem once in the epoch
+    assert mwp2eq_batches[1::3] != mwp2eq_batches[0::3]  # in its own order

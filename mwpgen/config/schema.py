@@ -189,6 +189,10 @@ class OursTrainParams(Section):
         "one pass serves both L_eq and its training). L_eq's gradient to the generator is the same.")
     mwp2eq_in_phase1: bool = Field(True, description="mwp2eq also learns its own objective during phase 1 "
                                    "(on real problems only), so phase 2 starts with an mwp2eq that can parse.")
+    mwp2eq_batches_per_step: int = Field(
+        3, ge=1, description="Real-pair batches the co-trained mwp2eq learns from at each phase-1 step (each pass a "
+        "fresh seeded order of the epoch): 3 gives it the evaluator's 3 epochs within phase 1's one, so it starts "
+        "driving L_eq as able a parser as the evaluator (issue 24; 1 = one pass, as before).")
     threshold: float = Field(0.5, gt=0, lt=1, description="Inference: words with q > threshold are the context.")
     save_every: int = Field(50, ge=1, description="Steps between resumable training-state checkpoints (generator, "
                             "mwp2eq and their optimizers: ~3 GB for SmolLM2).")

@@ -32,8 +32,7 @@ import torch
 
 from mwpgen import resume
 from mwpgen.config.schema import OursTrainParams
-from mwpgen.evaluation.metrics import acc_eq
-from mwpgen.lm.decoding import predict_equations
+from mwpgen.lm.decoding import parse_accuracy
 from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
 from mwpgen.ours.selection import context_lm_loss
 from mwpgen.ours.inputs import JointExample, encode_joint
@@ -128,24 +127,30 @@ def train_joint(
                 "schedulers": {k: sch.state_dict() for k, sch in schedulers.items()}}
 
     per_epoch = math.ceil(n / cfg.batch_size)
-    epoch_data: dict[tuple[int, int], tuple[list, list]] = {}  # the current epoch's encoded examples and batches
+    # The current epoch's encoded examples and its batch orders: the first is the step's batch; phase 1's co-trained
+    # mwp2eq also reads the same index of the others (fresh seeded orders of the same epoch).
+    epoch_data: dict[tuple[int, int], tuple[list, list]] = {}
+    mwp2eq_passes = cfg.mwp2eq_batches_per_step if cfg.mwp2eq_in_phase1 and models.mwp2eq is not None else 0
 
     def train_step(phase: int, start: int, step: int) -> None:
         epoch, index = divmod(step - 1 - start, per_epoch)
         if (phase, epoch) not in epoch_data:
             epoch_data.clear()
+            orders = [seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch + 100_003 * p)
+                      for p in range(max(1, mwp2eq_passes if phase == 1 else 1))]
             epoch_data[(phase, epoch)] = ([encode_joint(models.tokenizer, ex, cfg.max_problem_tokens)
-                                           for ex in get(phase, epoch)],
-                                          seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch))
-        encoded, batches = epoch_data[(phase, epoch)]
-        batch = [encoded[i] for i in batches[index]]
+                                           for ex in get(phase, epoch)], orders)
+        encoded, orders = epoch_data[(phase, epoch)]
+        batch = [encoded[i] for i in orders[0][index]]
         t_step = time.perf_counter()
         if models.selector is not None:
             models.selector.requires_grad_(phase == 1)  # phase 2: the selector is frozen
         if phase == 1:
             losses = phase1_step(models, batch, optimizers, cfg, dropout)
-            if cfg.mwp2eq_in_phase1 and models.mwp2eq is not None:
-                losses |= mwp2eq_step(models, batch, optimizers, cfg)
+            if mwp2eq_passes:
+                passes = [mwp2eq_step(models, [encoded[i] for i in order[index]], optimizers, cfg)["mwp2eq"]
+                          for order in orders[:mwp2eq_passes]]
+                losses["mwp2eq"] = sum(passes) / len(passes)
         else:
             losses = phase2_step(models, batch, optimizers, cfg, dropout)
         for sch in schedulers.values():
@@ -167,9 +172,9 @@ def train_joint(
         if validation:
             validate(2, s1)
             if models.mwp2eq is not None and cfg.equation_loss:
-                parses = predict_equations(models.mwp2eq, models.tokenizer, [ex.problem for ex in validation],
-                                           batch_size=16, device=next(models.mwp2eq.parameters()).device)
-                run["mwp2eq_val_accuracy"] = acc_eq(parses, [ex.equation for ex in validation])
+                run["mwp2eq_val_accuracy"] = parse_accuracy(
+                    models.mwp2eq, models.tokenizer, [ex.problem for ex in validation],
+                    [ex.equation for ex in validation], batch_size=16, device=next(models.mwp2eq.parameters()).device)
                 print(f"co-trained mwp2eq: exact parse accuracy {run['mwp2eq_val_accuracy']:.3f} on the "
                       f"{len(validation)} validation problems as phase 2 starts", flush=True)
         run["phase2_started"] = True
