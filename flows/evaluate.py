@@ -34,7 +34,7 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
     exp = params.experiment
     # Novelty is judged against the whole training fold, not the training subsample.
-    data = load_fold(DATA, dataset, fold, 0, exp.max_test, exp.seed)
+    data = load_fold(DATA, dataset, fold, 0, exp.max_test_of(dataset), exp.seed)
     paths = fold_paths(model, dataset, fold)
     rows = read_generations(paths.generations)
     pred_path, out = paths.predictions, paths.scores

@@ -55,7 +55,7 @@ def generate(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
     spec = registry.spec(model)
     exp = params.experiment
-    data = load_fold(DATA, dataset, fold, exp.max_train, exp.max_test, exp.seed)
+    data = load_fold(DATA, dataset, fold, exp.max_train_of(dataset), exp.max_test_of(dataset), exp.seed)
     paths = fold_paths(model, dataset, fold)
     with fold_run(model, dataset, fold, "generate") as run:
         run.params({f"generate.{k}": v for k, v in params.generate.model_dump().items()} | {"n_test": len(data.test)})

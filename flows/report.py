@@ -31,9 +31,10 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
     lines = ["### What was run", "",
              f"- model: `{tr.model}`; datasets: {', '.join(exp.datasets)}; folds: {exp.folds} of "
              f"{params.split.n_folds}; seed {exp.seed}",
-             "- training examples per fold: " + ", ".join(
-                 f"{m} {registry.max_train(params, m) or 'all'}" for m in ("gpt_pre", "ours", "mwp2eq", "seq2seq_tf"))
-             + f" (seeded subsamples); test problems scored per fold: {exp.max_test or 'all'}",
+             *(f"- {d}: training examples per fold: " + ", ".join(
+                 f"{m} {registry.max_train(params, m, d) or 'all'}" for m in ("gpt_pre", "ours", "mwp2eq", "seq2seq_tf"))
+               + f" (seeded subsamples); test problems scored per fold: {exp.max_test_of(d) or 'all'}"
+               for d in exp.datasets),
              f"- GPT/GPT-pre: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
              f"max_steps {tr.generator.max_steps or 'none'}; evaluator: {tr.evaluator.epochs} epoch(s), batch "
              f"{tr.evaluator.batch_size}, lr {tr.evaluator.lr}, max_steps {tr.evaluator.max_steps or 'none'}",

@@ -29,7 +29,7 @@ from mwpgen.data.folds import load_fold
 from mwpgen.data.equations import equivalent
 from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_equation
 from mwpgen.io import write_jsonl
-from mwpgen.lm import decoding
+from mwpgen.lm.training import parse_accuracy
 from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples
 from tasks.fine_tune import fine_tune
 from tasks.parse import predict_equations
@@ -41,7 +41,7 @@ def training_data(params: Params, model: str, dataset: str, fold: int):
     score or None). Every rank of a data-parallel run builds the same (flows/train_distributed.py)."""
     spec = registry.spec(model)
     exp = params.experiment
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model), exp.max_test, exp.seed,
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset), exp.seed,
                      validation_size=exp.validation_size)
     if spec.family == "mwp2eq":
         cfg = params.train.evaluator
@@ -114,7 +114,7 @@ def train(params: Params, model: str, dataset: str, fold: int, data_parallel: bo
 def validation_parse_accuracy(validation: list[dict], batch_size: int):
     """The evaluator's checkpoint score: exact ACC-eq of its greedy parses of the validation slice's problems."""
     problems, references = [r["text"] for r in validation], [r["equation"] for r in validation]
-    return lambda model, tokenizer: decoding.parse_accuracy(model, tokenizer, problems, references,
+    return lambda model, tokenizer: parse_accuracy(model, tokenizer, problems, references,
                                                             batch_size=batch_size)
 
 

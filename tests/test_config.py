@@ -128,6 +128,8 @@ def test_duplicate_keys_name_file_line_and_key(tmp_path):
         ({"preprocess": {"constants": [1, float("nan")]}}, ["preprocess.constants.1", "finite number"]),
         ({"experiment": {"datasets": ["../../etc"]}},
          ["experiment.datasets.0: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'"]),
+        ({"experiment": {"subsample": {"math23": {"max_train": 10}}}}, ["experiment.subsample", "math23"]),
+        ({"experiment": {"subsample": {"math23k": {"max_tets": 10}}}}, ["experiment.subsample.math23k.max_tets"]),
     ],
 )
 def test_cross_field_and_value_checks_name_the_keys(raw, named):
@@ -179,3 +181,17 @@ def test_pipeline_validates_params_before_dvc(tmp_path, monkeypatch, capsys):
         pipeline_cli.main()
     assert "experiment.datasets.1: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'" in str(e.value.code)
     assert str(e.value.code).startswith("error: ")  # sys.exit(str): status 1
+
+
+def test_a_dataset_subsample_replaces_the_experiment_caps_and_a_model_cap_wins():
+    from mwpgen import registry
+
+    raw = read_yaml(ROOT / "params.yaml")
+    raw["experiment"] |= {"max_train": 500, "max_test": 0, "subsample": {"math23k": {"max_train": 3000, "max_test": 600}}}
+    raw["train"]["ours"]["max_train"] = 200
+    params = validate_params(raw, "p.yaml")
+    exp = params.experiment
+    assert (exp.max_train_of("math23k"), exp.max_test_of("math23k")) == (3000, 600)
+    assert (exp.max_train_of("mawps"), exp.max_test_of("mawps")) == (500, 0)  # not listed: the experiment's caps
+    assert registry.max_train(params, "gpt_pre", "math23k") == 3000
+    assert registry.max_train(params, "ours", "math23k") == 200  # the model's own cap first

@@ -64,6 +64,13 @@ class SplitParams(Section):
     seed: int = Field(2021, ge=0, description="Seed of the MAWPS and Math23K fold assignment.")
 
 
+class SubsampleParams(Section):
+    max_train: int = Field(0, ge=0, description="Seeded subsample of this dataset's training folds (0 = "
+                           "experiment.max_train).")
+    max_test: int = Field(0, ge=0, description="Seeded subsample of this dataset's test folds (0 = "
+                          "experiment.max_test).")
+
+
 class ExperimentParams(Section):
     datasets: list[Dataset] = Field(["arithmetic"], min_length=1,
                                     description="Datasets the model stages run on (dvc.yaml's matrix reads this).")
@@ -74,6 +81,10 @@ class ExperimentParams(Section):
     validation_size: int = Field(100, ge=0, description="Problems carved (seeded, the same for every model of a "
                                  "fold) out of each training fold before max_train subsamples it: the validation "
                                  "slice that early stopping and checkpoint choice read (0 = none).")
+    subsample: dict[Dataset, SubsampleParams] = Field(
+        {}, description="Per-dataset subsamples in place of max_train / max_test, e.g. {math23k: {max_train: 3000, "
+        "max_test: 600}} for a dataset whose whole fold does not train in a sitting on a 2-core CPU; the tables "
+        "say the sizes.")
     seed: int = Field(2021, ge=0, description="Seed of the subsamples, keyword dropout, training and decoding.")
     smoke: bool = Field(False, description="A smoke test (profiles/smoke.yaml): every table says so.")
 
@@ -81,6 +92,16 @@ class ExperimentParams(Section):
     @classmethod
     def _folds_in_range(cls, folds: list[int]) -> list[int]:
         return _fold_list(folds)
+
+    def max_train_of(self, dataset: str) -> int:
+        """Training problems drawn from each of `dataset`'s training folds (0 = all)."""
+        own = self.subsample.get(dataset)
+        return (own.max_train if own else 0) or self.max_train
+
+    def max_test_of(self, dataset: str) -> int:
+        """Test problems drawn from each of `dataset`'s test folds (0 = all)."""
+        own = self.subsample.get(dataset)
+        return (own.max_test if own else 0) or self.max_test
 
 
 class KeywordsParams(Section):

@@ -97,12 +97,3 @@ def predict_equations(
                            device=device)
     return [" ".join(t.split()) for t in texts]
 
-
-def parse_accuracy(mwp2eq_model, tokenizer, problems: Sequence[str], references: Sequence[str], *,
-                   batch_size: int, device: str | torch.device | None = None) -> float:
-    """Exact ACC-eq of the parser's greedy parses of `problems`: the evaluator's checkpoint score and the co-trained
-    mwp2eq's accuracy as phase 2 starts."""
-    from mwpgen.evaluation.metrics import acc_eq
-
-    return acc_eq(predict_equations(mwp2eq_model, tokenizer, problems, batch_size=batch_size, device=device),
-                  references)

@@ -38,6 +38,8 @@ import torch
 import torch.nn.functional as F
 
 from mwpgen import resume
+from mwpgen.evaluation.metrics import acc_eq
+from mwpgen.lm.decoding import predict_equations
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
 from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
@@ -256,3 +258,11 @@ def train_causal_lm(
             "best_val_score": stopping.best_score,
             "stopped_early": stopped_early, "resumed_from": resumed_from,
             "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]}
+
+
+def parse_accuracy(mwp2eq_model, tokenizer, problems: Sequence[str], references: Sequence[str], *,
+                   batch_size: int, device: str | torch.device | None = None) -> float:
+    """Exact ACC-eq of the parser's greedy parses of `problems`: the evaluator's checkpoint score and the co-trained
+    mwp2eq's accuracy as phase 2 starts."""
+    return acc_eq(predict_equations(mwp2eq_model, tokenizer, problems, batch_size=batch_size, device=device),
+                  references)

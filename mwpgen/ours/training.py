@@ -32,7 +32,7 @@ import torch
 
 from mwpgen import resume
 from mwpgen.config.schema import OursTrainParams
-from mwpgen.lm.decoding import parse_accuracy
+from mwpgen.lm.training import parse_accuracy
 from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
 from mwpgen.ours.selection import context_lm_loss
 from mwpgen.ours.inputs import JointExample, encode_joint
