@@ -51,3 +51,17 @@ def test_debug_switch_shows_the_traceback(monkeypatch, capsys):
     with pytest.raises(SystemExit):
         run_stage(failing, "p")
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_a_stage_that_succeeds_ends_its_process_after_the_exit_handlers(tmp_path):
+    """Success ends the process at once (no interpreter teardown), but only after every exit handler has run, and
+    with what it printed flushed; the code after run_stage never runs."""
+    done = tmp_path / "handler-ran"
+    code = ("import atexit, sys; from flows.common import run_stage\n"
+            f"atexit.register(lambda: open({str(done)!r}, 'w').write('yes'))\n"
+            "def work(): print('stage output', end='')\n"
+            "run_stage(work)\n"
+            "print('after run_stage')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "stage output"
+    assert done.read_text() == "yes"
