@@ -8,7 +8,7 @@ stage pays before and after its own work: Python, importing Prefect, MLflow and 
 MLflow run (sqlite store), and the exit. Each run is timed as a whole (spawn to exit) and split at stamps the stage
 writes: imported, flow body entered, flow body done, flow returned.
 
-    bash scripts/run.sh python bench/bench_stage_overhead.py [--repeats 5] [--split]
+    bash scripts/run.sh python bench/bench_stage_overhead.py [--repeats 5] [--split] [--vs OTHER_CHECKOUT]
 
 `--split` also times `python -m flows.split` (a real, cheap stage: ~3 s of work) both ways; it needs this
 checkout's data/processed (the data stages run once). Stores (Prefect's database, MLflow's sqlite) are scratch
@@ -34,12 +34,15 @@ sys.path.insert(0, str(ROOT))
 from orchestration.prefect_api import API_ENV, prefect_server  # noqa: E402
 
 NOOP_STAGE = '''\
-import json, sys, time
+import atexit, json, sys, time
 from prefect import flow
 from flows.common import run_stage
 from tracking.runs import stage_run
 
 stamps = {"imported": time.time()}
+# Registered before Prefect's and MLflow's handlers, so it runs after them: whether run_stage returns (the
+# interpreter's teardown follows) or ends the process once the handlers have run, the stamps are written.
+atexit.register(lambda: json.dump(stamps, open(sys.argv[1], "w")))
 
 
 @flow(name="noop-stage")
@@ -50,10 +53,12 @@ def noop_stage():
     stamps["flow_body_done"] = time.time()
 
 
-run_stage(noop_stage)
-stamps["flow_returned"] = time.time()
-with open(sys.argv[1], "w") as f:
-    json.dump(stamps, f)
+def stage():
+    noop_stage()
+    stamps["flow_returned"] = time.time()
+
+
+run_stage(stage)
 '''
 
 PHASES = [("python + imports", "start", "imported"), ("flow run start", "imported", "flow_body"),
@@ -93,6 +98,8 @@ def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--repeats", type=int, default=5)
     cli.add_argument("--split", action="store_true", help="also time `python -m flows.split` (needs data/processed)")
+    cli.add_argument("--vs", type=Path, help="another checkout: its noop stage also runs with the shared API, "
+                     "interleaved (e.g. the code before a change)")
     args = cli.parse_args()
     if args.split and not (ROOT / "data" / "processed" / "arithmetic.jsonl").exists():
         sys.exit("--split needs data/processed: run the data stages first (python -m orchestration.pipeline split)")
@@ -115,10 +122,14 @@ def main() -> None:
                 cases.append(("python -m flows.split", [sys.executable, "-m", "flows.split"], False))
             for name, cmd, stamped in cases:
                 run_once(cmd, shared, tmp / "stamps.json" if stamped else None)  # warm the caches and the stores
-                walls = {"alone (own temporary server)": [], "shared API (PREFECT_API_URL)": []}
+                envs = {"alone (own temporary server)": base, "shared API (PREFECT_API_URL)": shared}
+                if args.vs and stamped:
+                    envs[f"shared API, code of {args.vs}"] = {**shared, "PYTHONPATH": str(args.vs.resolve())}
+                    run_once(cmd, envs[f"shared API, code of {args.vs}"], tmp / "stamps.json")
+                walls = {mode: [] for mode in envs}
                 phases = {mode: {p: [] for p, _, _ in PHASES} for mode in walls}
-                for _ in range(args.repeats):  # interleaved: drift in the machine's load hits both alike
-                    for mode, env in zip(walls, (base, shared)):
+                for _ in range(args.repeats):  # interleaved: drift in the machine's load hits every mode alike
+                    for mode, env in envs.items():
                         wall, stamps = run_once(cmd, env, tmp / "stamps.json" if stamped else None)
                         walls[mode].append(wall)
                         if stamped:
