@@ -136,3 +136,18 @@ def test_bytecode_caches_are_not_dependencies():
 
     assert ignored("mwpgen/lm/__pycache__/training.cpython-311.pyc") and ignored("flows/__pycache__/train.pyc")
     assert not ignored("mwpgen/lm/training.py")
+
+
+def test_every_param_a_stage_lists_is_in_params_yaml():
+    """`dvc repro` refuses a stage whose params key is missing from params.yaml (an empty mapping counts)."""
+    params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+    missing = []
+    for name, stage in STAGES.items():
+        for key in stage.get("params", []):
+            node = params
+            for part in str(key).split("."):
+                if not isinstance(node, dict) or part not in node:
+                    missing.append(f"{name}: {key}")
+                    break
+                node = node[part]
+    assert not missing, "dvc.yaml lists params that params.yaml lacks:\n" + "\n".join(missing)
