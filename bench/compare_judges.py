@@ -71,12 +71,17 @@ MERGED = ("evaluator parse = E (ACC-eq)", "parse = E, surface checks and operati
           "margin + surface checks + operation words")
 
 
+def _features(have: dict[str, dict], rows: list[dict]) -> list[judge.Features]:
+    """uid -> feature record, as the labelled rows' Features (in their order)."""
+    return [judge.Features(**{k: have[r["uid"]].get(k) for k in judge.FEATURE_NAMES}) for r in rows]
+
+
 def second_parser_features(path: Path, rows: list[dict]) -> list[judge.Features]:
     have = {r["uid"]: r for r in read_jsonl(path)}
     missing = [r["uid"] for r in rows if r["uid"] not in have]
     if missing:
         raise SystemExit(f"error: {path} has no features for {len(missing)} labelled problems (first: {missing[0]})")
-    return [judge.Features(**{k: have[r["uid"]].get(k) for k in judge.FEATURE_NAMES}) for r in rows]
+    return _features(have, rows)
 
 
 def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Path | None) -> list[judge.Features]:
@@ -101,7 +106,7 @@ def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Pa
     for r in rows:  # the text-only checks are recomputed, not cached: they cost nothing and may have been extended
         have[r["uid"]] |= judge.surface_checks(r["equation"], r["problem"])
     write_jsonl(cache, [have[r["uid"]] for r in rows])
-    return [judge.Features(**{k: have[r["uid"]].get(k) for k in judge.FEATURE_NAMES}) for r in rows]
+    return _features(have, rows)
 
 
 def auc(scores, labels) -> float:

@@ -139,16 +139,15 @@ def sweep(params: Params, dataset: str, fold: int, steps: int, max_train: int, g
     sweep keeps what it finished. `on_row(setting, row)` observes each row (the flow logs it to MLflow)."""
     data = SweepData(params, dataset, fold, max_train, root)
     title = header(grid, steps, params.train.ours.batch_size, dataset, fold, data, seeds, machine)
-    rows: list[dict] = []
+    report = {"grid": grid, "steps": steps, "seeds": seeds, "machine": machine, "chosen": None, "rows": []}
     for setting in GRIDS[grid]:
         for seed in seeds:
-            rows.append(run_one(params, data, setting, seed, steps, device))
-            on_row(setting, rows[-1])
-            chosen = choose(rows)
-            write_json(out.with_suffix(".json"), {"grid": grid, "steps": steps, "seeds": seeds, "machine": machine,
-                                                  "chosen": chosen, "rows": rows})
-            atomic_write_text(out.with_suffix(".md"), markdown(rows, chosen, title))
-    return {"grid": grid, "steps": steps, "seeds": seeds, "chosen": choose(rows), "rows": rows}
+            report["rows"].append(run_one(params, data, setting, seed, steps, device))
+            on_row(setting, report["rows"][-1])
+            report["chosen"] = choose(report["rows"])
+            write_json(out.with_suffix(".json"), report)
+            atomic_write_text(out.with_suffix(".md"), markdown(report["rows"], report["chosen"], title))
+    return report
 
 
 def machine_name(device: str) -> str:
