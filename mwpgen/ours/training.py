@@ -137,7 +137,7 @@ def train_joint(
         if (phase, epoch) not in epoch_data:
             epoch_data.clear()
             orders = [seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch + 100_003 * p)
-                      for p in range(max(1, mwp2eq_passes if phase == 1 else 1))]
+                      for p in range(max(1, mwp2eq_passes) if phase == 1 else 1)]
             epoch_data[(phase, epoch)] = ([encode_joint(models.tokenizer, ex, cfg.max_problem_tokens)
                                            for ex in get(phase, epoch)], orders)
         encoded, orders = epoch_data[(phase, epoch)]
