@@ -80,3 +80,28 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
         _csv(tmp_path / m / "labels_a.csv", [{"uid": u, "label": _read_right(t)} for u, t in texts.items()])
     apart = read_models.score([tmp_path / "gpt_pre", tmp_path / "ours"], root=tmp_path)
     assert apart["models"] == result["models"]
+
+
+spec_pools = importlib.util.spec_from_file_location("verify_pools", ROOT / "bench" / "verify_pools.py")
+verify_pools = importlib.util.module_from_spec(spec_pools)
+spec_pools.loader.exec_module(verify_pools)
+
+
+def test_pool_rankings_show_what_each_puts_first():
+    def cand(sample, read, co, evaluator, firmness):
+        return {"sample": str(sample), "read": read, "co_verified": str(co), "evaluator_judged": str(evaluator),
+                "co_firmness": str(firmness), "generator_loglik": str(-sample)}
+
+    pools = {  # pool a: the right one is third and only the evaluator accepts it; pool b: nothing right
+        "a": [cand(0, 0, True, False, -0.1), cand(1, 0, False, False, -0.5), cand(2, 1, True, True, -0.3)],
+        "b": [cand(0, 0, False, False, -1.0), cand(1, 0, True, False, -0.2)]}
+    result = verify_pools.score_pools(pools, [1, 3])
+    assert result["candidates"] == 5 and result["candidates_right"] == 0.2
+    one, three = result["per_k"][1], result["per_k"][3]
+    assert one["pool_holds_right"] == 0.0 and three["pool_holds_right"] == 0.5
+    ranked = three["rankings"]
+    assert ranked["first sample (no verification)"]["shown_right"] == 0.0
+    service = ranked["service: co-trained verdict, then firmness"]  # a: sample 0 (firmer); b: sample 1
+    assert service["shown_right"] == 0.0 and (service["verified"], service["verified_right"]) == (2, 0)
+    both = ranked["both parsers' verdicts, then firmness"]
+    assert both["shown_right"] == 0.5 and (both["verified"], both["verified_precision"]) == (1, 1.0)

@@ -365,8 +365,8 @@ def test_request_fields_from_csv_text_and_json_types():
 
 # ---------------------------------------------------------------------------------------------- bench
 
-def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
-    """bench/verify_k.py end to end on the tiny bundle, a tiny evaluator and a two-fold toy dataset."""
+def _toy_data(tmp_path: Path) -> Path:
+    """A two-fold toy dataset of RECORDS twice, in the layout load_fold reads."""
     data = tmp_path / "data"
     (data / "processed").mkdir(parents=True)
     (data / "splits").mkdir()
@@ -374,14 +374,25 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
     (data / "processed" / "toy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     (data / "splits" / "toy.json").write_text(json.dumps({"folds": [["0", "1", "2"], ["3", "4", "5"]]}),
                                               encoding="utf-8")
-    evaluator = Path(str(bundle) + "-base")  # a tiny random LM with the same vocabulary stands in for the evaluator
-    with_selector = tmp_path / "with-selector"
-    generator, tokenizer, _, settings = load_bundle(bundle)
+    return data
+
+
+def _with_selector(bundle: Path, tmp_path: Path) -> Path:
+    """The tiny bundle with a (random) context selector: its picks are each problem's context, as for ours."""
     from mwpgen.ours.selector import ContextSelector
 
+    out = tmp_path / "with-selector"
+    generator, tokenizer, _, settings = load_bundle(bundle)
     torch.manual_seed(0)
-    save_bundle(with_selector, generator, tokenizer, ContextSelector.from_model(generator, "residual", 0.5),
-                settings, mwp2eq=load_mwp2eq(bundle))
+    save_bundle(out, generator, tokenizer, ContextSelector.from_model(generator, "residual", 0.5), settings,
+                mwp2eq=load_mwp2eq(bundle))
+    return out
+
+def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
+    """bench/verify_k.py end to end on the tiny bundle, a tiny evaluator and a two-fold toy dataset."""
+    data = _toy_data(tmp_path)
+    evaluator = Path(str(bundle) + "-base")  # a tiny random LM with the same vocabulary stands in for the evaluator
+    with_selector = _with_selector(bundle, tmp_path)
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "bench/verify_k.py", str(with_selector), "--dataset", "toy", "--fold", "0",
                            "--data", str(data), "--evaluator", str(evaluator), "--k", "1", "3", "--max-new-tokens",
@@ -395,3 +406,39 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
     assert "| 3 |" in (out / "verify_k.md").read_text() and "| 3 |" in proc.stdout
     rows = list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8"))))
     assert len(rows) == 6 and {r["equation"] for r in rows} <= {e for e, _, _ in RECORDS}
+
+
+def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_readings(bundle, tmp_path):
+    """bench/verify_pools.py: sample keeps each pool's distinct candidates in sampling order with what the rankings
+    use; build hides all but the text; score joins the labels back per split and ranking."""
+    data = _toy_data(tmp_path)
+    with_selector = _with_selector(bundle, tmp_path)
+    out = tmp_path / "pools"
+    proc = subprocess.run([sys.executable, "bench/verify_pools.py", "sample", str(with_selector), "--dataset", "toy",
+                           "--fold", "0", "--split", "test", "--n", "2", "--k", "4", "--data", str(data),
+                           "--evaluator", str(Path(str(bundle) + "-base")), "--max-new-tokens", "8", "--device",
+                           "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pools = list(csv.DictReader(open(out / "pools_test.csv", encoding="utf-8")))
+    by_id: dict[str, list[dict]] = {}
+    for r in pools:
+        by_id.setdefault(r["id"], []).append(r)
+    assert len(by_id) == 2 and all(1 <= len(p) <= 4 for p in by_id.values())
+    for pool in by_id.values():
+        assert [int(r["sample"]) for r in pool] == list(range(len(pool)))
+        assert len({r["generated"] for r in pool}) == len(pool)  # distinct candidates only
+        assert {r["co_verified"] for r in pool} <= {"True", "False"} and all(float(r["co_firmness"]) <= 0 for r in pool)
+    subprocess.run([sys.executable, "bench/verify_pools.py", "build", str(out)], cwd=ROOT, check=True,
+                   capture_output=True)
+    shown = list(csv.DictReader(open(out / "reading" / "problems.csv", encoding="utf-8")))
+    assert list(shown[0]) == ["uid", "equation", "problem"]
+    with open(out / "reading" / "labels_a.csv", "w", encoding="utf-8") as f:  # every candidate read right
+        f.write("uid,label\n" + "".join(f"{p['uid']},1\n" for p in shown))
+    proc = subprocess.run([sys.executable, "bench/verify_pools.py", "score", str(out), "--k", "1", "4"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((out / "reading" / "reading.json").read_text())
+    test = result["splits"]["test"]
+    assert test["pools"] == 2 and test["candidates_right"] == 1.0
+    assert all(r["pool_holds_right"] == 1.0 for r in test["per_k"].values())
