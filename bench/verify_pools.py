@@ -2,21 +2,22 @@
 hold a right problem, and which ranking puts one first?
 
     PYTHONPATH=. python bench/verify_pools.py sample models/ours/arithmetic/fold0 --dataset arithmetic --fold 0 \
-        --split validation --n 25 --k 32 --out docs/verify_pools
-    PYTHONPATH=. python bench/verify_pools.py sample ... --split test --n 25 --out docs/verify_pools
+        --split validation --n 20 --k 16 --temperature 1 0.7 --greedy --out docs/verify_pools
+    PYTHONPATH=. python bench/verify_pools.py sample ... --split test ...
     python bench/verify_pools.py build docs/verify_pools     # one blind reading set of both splits' candidates
     python bench/verify_pools.py score docs/verify_pools     # labels -> rankings compared per split
 
 `sample` draws `--n` equations (seeded) of the fold's validation slice or test fold, and for each samples K top-p
-candidates as `mwpgen generate --verify K` does (mwpgen.service: the same prompt, seeds and decoding), keeping every
-distinct candidate in sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict
+candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.service: the same prompt, seeds and
+decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict
 (mwpgen.judge.judged) and its log p(equation) per token (the service's rank), the generator's mean token
 log-likelihood, and the fold's independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
 
 `build` makes one blind reading set (bench/blind_reading.py) of both splits' candidates, shuffled together: readers
-see equation and problem only. `score` reports per split: the share of candidates read right, the share of pools
-whose first k distinct samples hold a right one (what a perfect judge could show at K = k), and for every ranking the share of
-shown problems read right and the precision of its "verified". Validation pools choose a ranking; test pools only
+see equation and problem only. `score` reports per split and pool (each temperature's, and each with the greedy
+problem as its first candidate): the share of candidates read right, the share of pools whose first k candidates hold
+a right one (what a perfect judge could show at K = k), and for every ranking the share of shown problems read right
+and the precision of its "verified". Validation pools choose a ranking; test pools only
 measure it (docs/evaluator_labels/README.md).
 """
 
@@ -36,9 +37,9 @@ import blind_reading  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLITS = ("validation", "test")
-COLUMNS = ["split", "id", "equation", "context", "sample", "generated", "co_verified", "co_parse", "co_firmness",
+COLUMNS = ["split", "id", "equation", "context", "source", "sample", "generated", "co_verified", "co_parse", "co_firmness",
            "generator_loglik", "evaluator_parse", "evaluator_judged"]
-KEY = ["split", "id", "sample", "co_verified", "co_firmness", "generator_loglik", "evaluator_judged"]
+KEY = ["split", "id", "source", "sample", "co_verified", "co_firmness", "generator_loglik", "evaluator_judged"]
 RESAMPLES = 1000
 
 
@@ -74,19 +75,22 @@ def sample(args: argparse.Namespace) -> None:
     rows, start = [], time.perf_counter()
     for i, (record, context) in enumerate(zip(records, contexts)):
         equation = record["equation"]
-        request = Request(equation=equation, context=context, given=equation, n=1, seed=args.seed + i,
-                          verify=args.k, decoding="top_p", top_p=args.top_p, temperature=args.temperature,
-                          max_new_tokens=args.max_new_tokens)
-        service.check(request)
-        texts, loglik = service._candidates(request)  # sampling order, as service.answer ranks them
-        co_parse = service.parse(texts)
-        firmness = service.equation_firmness(texts, equation)
-        evaluator_parse = predict_equations(evaluator, evaluator_tokenizer, texts, device=device)
-        rows += [{"split": args.split, "id": record["id"], "equation": equation, "context": " ".join(context),
-                  "sample": j, "generated": t, "co_verified": judged(cp, equation, t), "co_parse": cp,
-                  "co_firmness": round(f, 4), "generator_loglik": round(g, 4), "evaluator_parse": ep,
-                  "evaluator_judged": judged(ep, equation, t)}
-                 for j, (t, cp, f, g, ep) in enumerate(zip(texts, co_parse, firmness, loglik, evaluator_parse))]
+        common = dict(equation=equation, context=context, given=equation, n=1, seed=args.seed + i,
+                      max_new_tokens=args.max_new_tokens)
+        requests = [("greedy", Request(**common, decoding="greedy"))] if args.greedy else []
+        requests += [(f"T={t:g}", Request(**common, verify=args.k, decoding="top_p", top_p=args.top_p, temperature=t))
+                     for t in args.temperature]
+        for source, request in requests:
+            service.check(request)
+            texts, loglik = service._candidates(request)  # sampling order, as service.answer ranks them
+            co_parse = service.parse(texts)
+            firmness = service.equation_firmness(texts, equation)
+            evaluator_parse = predict_equations(evaluator, evaluator_tokenizer, texts, device=device)
+            rows += [{"split": args.split, "id": record["id"], "equation": equation, "context": " ".join(context),
+                      "source": source, "sample": j, "generated": t, "co_verified": judged(cp, equation, t),
+                      "co_parse": cp, "co_firmness": round(f, 4), "generator_loglik": round(g, 4),
+                      "evaluator_parse": ep, "evaluator_judged": judged(ep, equation, t)}
+                     for j, (t, cp, f, g, ep) in enumerate(zip(texts, co_parse, firmness, loglik, evaluator_parse))]
         print(f"{args.split}: {i + 1}/{len(records)} pools, {len(rows)} candidates, "
               f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -106,7 +110,7 @@ def _flag(r: dict, name: str) -> bool:
 
 
 RANKINGS = {
-    "first sample (no verification)": (lambda r: 0.0, lambda r: False),
+    "first candidate (no verification)": (lambda r: 0.0, lambda r: False),
     "service: co-trained verdict, then firmness": (
         lambda r: (not _flag(r, "co_verified"), -float(r["co_firmness"])), lambda r: _flag(r, "co_verified")),
     "evaluator's verdict, then firmness": (
@@ -150,34 +154,51 @@ def score_pools(pools: dict[str, list[dict]], ks: list[int], seed: int = blind_r
     return out
 
 
+def candidate_pools(key: list[dict], first: dict[str, int], split: str) -> dict[str, dict[str, list[dict]]]:
+    """Pool kind -> equation id -> candidates with their reading: one pool per sampled source (a temperature), and
+    where the greedy problem was kept, each temperature's pool with the greedy problem as its first candidate."""
+    by_source: dict[str, dict[str, list[dict]]] = {}
+    for r in key:
+        if r["split"] == split:
+            by_source.setdefault(r["source"], {}).setdefault(r["id"], []).append({**r, "read": first[r["uid"]]})
+    greedy = by_source.pop("greedy", None)
+    kinds = dict(by_source)
+    if greedy:
+        for source, pools in by_source.items():
+            kinds[f"greedy + {source}"] = {i: [{**c, "sample": "-1"} for c in greedy.get(i, [])] + pool
+                                           for i, pool in pools.items()}
+    return kinds
+
+
+def _pool_table(title: str, s: dict, pct) -> list[str]:
+    lines = [f"**{title}**: {s['pools']} equations, {s['candidates']} candidates, {pct(s['candidates_right'])} % of "
+             "them read right.", "",
+             "| K | a right one among the first K (%) [95% CI] | ranking | shown right (%) [95% CI] | verified | "
+             "verified: yes right (%) |", "|---:|---:|---|---:|---:|---:|"]
+    for k, r in s["per_k"].items():
+        lo, hi = r["pool_holds_right_95ci"]
+        for n, (name, x) in enumerate(r["rankings"].items()):
+            head = f"| {k} | {pct(r['pool_holds_right'])} [{pct(lo)}, {pct(hi)}] |" if n == 0 else "| | |"
+            a, b = x["shown_right_95ci"]
+            lines.append(f"{head} {name} | {pct(x['shown_right'])} [{pct(a)}, {pct(b)}] | {x['verified']} | "
+                         f"{pct(x['verified_precision'])} ({x['verified_right']} of {x['verified']}) |")
+    return lines + [""]
+
+
 def score(folder: Path, ks: list[int]) -> dict:
     key, first, second = blind_reading.labels(folder / "reading")
     result: dict = {"problems_read": len(first), "overlap": len(second),
                     "overlap_agree": sum(first[u] == y for u, y in second.items()), "splits": {}}
     for split in SPLITS:
-        pools: dict[str, list[dict]] = {}
-        for r in key:
-            if r["split"] == split:
-                pools.setdefault(r["id"], []).append({**r, "read": first[r["uid"]]})
-        if pools:
-            result["splits"][split] = score_pools(pools, ks)
+        for kind, pools in candidate_pools(key, first, split).items():
+            result["splits"].setdefault(split, {})[kind] = score_pools(pools, ks)
     pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}"  # noqa: E731
     lines = [f"Every candidate of verified generation, read blind ({len(first)} distinct problems; the two readings "
              f"of the {len(second)}-problem overlap agree on {result['overlap_agree']}). Validation pools choose; "
              f"test pools measure.", ""]
-    for split, s in result["splits"].items():
-        lines += [f"**{split}**: {s['pools']} equations, {s['candidates']} distinct candidates, "
-                  f"{pct(s['candidates_right'])} % of them read right.", "",
-                  "| K | a right one among the first K (%) [95% CI] | ranking | shown right (%) [95% CI] | "
-                  "verified | verified: yes right (%) |", "|---:|---:|---|---:|---:|---:|"]
-        for k, r in s["per_k"].items():
-            lo, hi = r["pool_holds_right_95ci"]
-            for n, (name, x) in enumerate(r["rankings"].items()):
-                head = f"| {k} | {pct(r['pool_holds_right'])} [{pct(lo)}, {pct(hi)}] |" if n == 0 else "| | |"
-                a, b = x["shown_right_95ci"]
-                lines.append(f"{head} {name} | {pct(x['shown_right'])} [{pct(a)}, {pct(b)}] | {x['verified']} | "
-                             f"{pct(x['verified_precision'])} ({x['verified_right']} of {x['verified']}) |")
-        lines.append("")
+    for split, kinds in result["splits"].items():
+        for kind, pools in kinds.items():
+            lines += _pool_table(f"{split}, {kind}", pools, pct)
     return blind_reading.write_report(folder / "reading", result, lines)
 
 
@@ -193,7 +214,9 @@ def main(argv=None) -> None:
     s.add_argument("--k", type=int, default=32, help="candidates sampled per equation")
     s.add_argument("--seed", type=int, default=2021)
     s.add_argument("--top-p", type=float, default=0.9)
-    s.add_argument("--temperature", type=float, default=1.0)
+    s.add_argument("--temperature", type=float, nargs="+", default=[1.0],
+                   help="one pool of K samples per temperature")
+    s.add_argument("--greedy", action="store_true", help="also keep the greedy problem (one more candidate)")
     s.add_argument("--max-new-tokens", type=int, default=80)
     s.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
     s.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="for the validation slice's size")

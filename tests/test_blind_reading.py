@@ -100,7 +100,7 @@ def test_pool_rankings_show_what_each_puts_first():
     one, three = result["per_k"][1], result["per_k"][3]
     assert one["pool_holds_right"] == 0.0 and three["pool_holds_right"] == 0.5
     ranked = three["rankings"]
-    assert ranked["first sample (no verification)"]["shown_right"] == 0.0
+    assert ranked["first candidate (no verification)"]["shown_right"] == 0.0
     service = ranked["service: co-trained verdict, then firmness"]  # a: sample 0 (firmer); b: sample 1
     assert service["shown_right"] == 0.0 and (service["verified"], service["verified_right"]) == (2, 0)
     both = ranked["both parsers' verdicts, then firmness"]

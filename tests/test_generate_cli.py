@@ -415,17 +415,20 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
     with_selector = _with_selector(bundle, tmp_path)
     out = tmp_path / "pools"
     proc = subprocess.run([sys.executable, "bench/verify_pools.py", "sample", str(with_selector), "--dataset", "toy",
-                           "--fold", "0", "--split", "test", "--n", "2", "--k", "4", "--data", str(data),
+                           "--fold", "0", "--split", "test", "--n", "2", "--k", "4", "--temperature", "1", "0.7",
+                           "--greedy", "--data", str(data),
                            "--evaluator", str(Path(str(bundle) + "-base")), "--max-new-tokens", "8", "--device",
                            "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     pools = list(csv.DictReader(open(out / "pools_test.csv", encoding="utf-8")))
-    by_id: dict[str, list[dict]] = {}
+    by_pool: dict[tuple[str, str], list[dict]] = {}
     for r in pools:
-        by_id.setdefault(r["id"], []).append(r)
-    assert len(by_id) == 2 and all(1 <= len(p) <= 4 for p in by_id.values())
-    for pool in by_id.values():
+        by_pool.setdefault((r["id"], r["source"]), []).append(r)
+    assert {source for _, source in by_pool} == {"greedy", "T=1", "T=0.7"} and len({i for i, _ in by_pool}) == 2
+    assert all(1 <= len(p) <= 4 for p in by_pool.values())
+    assert all(len(p) == 1 for (_, source), p in by_pool.items() if source == "greedy")
+    for pool in by_pool.values():
         assert [int(r["sample"]) for r in pool] == list(range(len(pool)))
         assert len({r["generated"] for r in pool}) == len(pool)  # distinct candidates only
         assert {r["co_verified"] for r in pool} <= {"True", "False"} and all(float(r["co_firmness"]) <= 0 for r in pool)
@@ -439,6 +442,9 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "reading" / "reading.json").read_text())
-    test = result["splits"]["test"]
-    assert test["pools"] == 2 and test["candidates_right"] == 1.0
-    assert all(r["pool_holds_right"] == 1.0 for r in test["per_k"].values())
+    kinds = result["splits"]["test"]
+    assert set(kinds) == {"T=1", "T=0.7", "greedy + T=1", "greedy + T=0.7"}
+    for kind in kinds.values():
+        assert kind["pools"] == 2 and kind["candidates_right"] == 1.0
+        assert all(r["pool_holds_right"] == 1.0 for r in kind["per_k"].values())
+    assert kinds["greedy + T=1"]["candidates"] == kinds["T=1"]["candidates"] + 2
