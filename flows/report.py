@@ -10,12 +10,15 @@ for `dvc metrics show/diff`, and logs every table and per-fold prediction file t
 
 from __future__ import annotations
 
+import re
+
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config.schema import Params
-from mwpgen.evaluation.report import (BASELINE, REFERENCE_METRICS, SMOKE_BANNER, deltas_vs_gpt_pre, selection_summary, summary,
+from mwpgen.evaluation.report import (BASELINE, FULL_MODEL, REFERENCE_METRICS, SMOKE_BANNER, ablation_runs,
+                                      ablation_summary, deltas_vs_gpt_pre, seed_summary, selection_summary, summary,
                                       table2, table3, table4, table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
@@ -23,6 +26,10 @@ from tracking.runs import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
 JUDGE_CHOICE = PROJECT_ROOT / "docs" / "judge_choice" / "judge_choice.json"  # the judge's precision and recall
+# The selector's seed checks (python -m flows.sweep_selector --grid seeds; on the H200: python -m mwpgen.selector_sweep)
+SEED_SWEEPS = {"cpu_40_steps": PROJECT_ROOT / "docs" / "selector_sweep_seeds.json",
+               "h200_40_steps": PROJECT_ROOT / "docs" / "gpu" / "selector-seeds" / "sweep_seeds_h200.json",
+               "h200_whole_phase1": PROJECT_ROOT / "docs" / "gpu" / "selector-seeds" / "sweep_full_h200.json"}
 
 
 def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
@@ -80,9 +87,11 @@ def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, 
 
 
 def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
-    """{"ours": {"arithmetic": {"bleu4": x}}} -> {"ours.arithmetic.bleu4": x}, the dotted names of `dvc metrics`."""
+    """{"ours": {"arithmetic": {"bleu4": x}}} -> {"ours.arithmetic.bleu4": x}, the dotted names of `dvc metrics`, with
+    what MLflow refuses in a metric name (e.g. the "," and "+" of Table 4's row labels) written as "_"."""
     out = {}
     for key, value in tree.items():
+        key = re.sub(r"[^A-Za-z0-9_\-. :/]", "_", str(key))
         out |= _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
     return out
 
@@ -112,21 +121,23 @@ def report(params: Params) -> dict:
     oracle = [{"model": registry.EVALUATOR.name, "dataset": d, "fold": k,
                **{key: m[key] for key in (*REFERENCE_METRICS, "chance_equation") if key in m}}
               for (d, k), m in evaluator.items()]
-    # Per-problem records for the paired comparisons with GPT-pre, also on the ablation folds where it has run.
-    compared = {*runs_of, *((BASELINE, d, k) for _, d, k in ablation_models)}
+    # Per-problem records for the paired comparisons with GPT-pre (Table 2) and the full model (Table 4), also on the
+    # ablation folds where they have run.
+    compared = {*runs_of, *((base, d, k) for _, d, k in ablation_models for base in (BASELINE, FULL_MODEL))}
     predictions = {r: read_jsonl(fold_paths(*r).predictions) for r in sorted(compared)
                    if fold_paths(*r).predictions.exists()}
     deltas = deltas_vs_gpt_pre(predictions, exp.seed)
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp)
     judge = read_json(JUDGE_CHOICE) if JUDGE_CHOICE.exists() else None
+    ablation = ablation_runs(scores, lambda m: variant_of(m, trained_variants), table4_rows, ab.datasets,
+                             predictions, exp.seed)
     with stage_run("report") as run:
         run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
         tables = {"table2": table2(scores, oracle, models, exp.datasets, deltas, judge),
                   "table3": table3(scores, models, exp.datasets),
-                  "table4": table4(scores, lambda m: variant_of(m, trained_variants), table4_rows, TABLE4_ROWS,
-                                   ab.datasets, predictions, exp.seed, judge),
+                  "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge),
                   "table5": table5(examples, selection=selection)}
         if exp.smoke:
             for table in tables.values():
@@ -141,7 +152,10 @@ def report(params: Params) -> dict:
                  _what_was_run(params, train_metrics)
         atomic_write_text(REPORTS / "README.md", readme)
         run.artifact(REPORTS / "README.md", "tables")
-        metrics = summary(scores, oracle, deltas)
+        metrics = summary(scores, oracle, deltas) | {
+            "table4": ablation_summary(ablation),
+            "selector_seeds": {name: seed_summary(read_json(path)) for name, path in SEED_SWEEPS.items()
+                               if path.exists()}}
         write_json(PROJECT_ROOT / "metrics" / "report.json", metrics)
         run.artifact(PROJECT_ROOT / "results" / "predictions", "predictions")
         run.metrics(_flat(metrics))

@@ -9,8 +9,8 @@ import pytest
 from pycocoevalcap.bleu.bleu import Bleu
 
 from mwpgen.evaluation.metrics import bleu_stats
-from mwpgen.evaluation.report import (TABLE2_MODELS, corpus_bleu, deltas_vs_gpt_pre, paired_bootstrap, summary,
-                                      table2, table4)
+from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, ablation_summary, corpus_bleu, deltas_vs_gpt_pre,
+                                      paired_bootstrap, seed_summary, summary, table2, table4)
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 
 REFS = [
@@ -133,14 +133,32 @@ def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals()
     assert "delta_vs_gpt_pre" not in report["gpt_pre"]["arithmetic"]
 
 
-def test_table4_rows_carry_their_interval_against_gpt_pre():
-    predictions = {("gpt_pre", "arithmetic", 0): _records(30, False, seed=4),
-                   ("ours-eq_softmax", "arithmetic", 0): _records(30, True, seed=4)}
-    scores = [_score("gpt_pre", 0.3, 0.4), _score("ours-eq_softmax", 0.9, 0.95)]
-    t = table4(scores, variant_of, table4_rows, TABLE4_ROWS, ["arithmetic"], predictions, seed=2021)
+def test_table4_rows_carry_their_interval_against_the_full_model_and_report_json_carries_them():
+    predictions = {("ours", "arithmetic", 0): _records(30, False, seed=4),
+                   ("ours-eq_softmax", "arithmetic", 0): _records(30, True, seed=4),
+                   ("gpt_pre", "arithmetic", 0): _records(30, False, seed=5)}
+    scores = [_score("ours", 0.3, 0.4), _score("ours-eq_softmax", 0.9, 0.95), _score("gpt_pre", 0.2, 0.3)]
+    runs = ablation_runs(scores, variant_of, table4_rows, ["arithmetic"], predictions, seed=2021)
+    t = table4(runs, TABLE4_ROWS, ["arithmetic"])
     rows = dict(t.rows)
-    assert t.columns[4:8] == [f"arithmetic Δ {m} vs GPT-pre [95% CI]" for m in ("BLEU-4", "ACC-eq",
-                                                                                  "ACC-eq (equivalent)",
-                                                                                  "consistency (judged)")]
+    assert t.columns[4:8] == [f"arithmetic Δ {m} vs full model [95% CI]" for m in ("BLEU-4", "ACC-eq",
+                                                                                     "ACC-eq (equivalent)",
+                                                                                     "consistency (judged)")]
     assert rows["L_eq (softmax) (this run)"][4].startswith("+") and "[+" in rows["L_eq (softmax) (this run)"][4]
-    assert rows["keyword, noun+pronoun (this run)"][4:8] == ["baseline"] * 4  # GPT-pre answers that row
+    assert rows["full model (this run)"][4:8] == ["baseline"] * 4
+    assert "[" in rows["keyword, noun+pronoun (this run)"][4]  # GPT-pre answers that row, against the full model
+
+    metrics = ablation_summary(runs)
+    softmax = metrics["L_eq (softmax)"]["arithmetic"]
+    assert softmax["bleu4"] == 0.9 and softmax["delta_vs_full_model"]["n"] == 30
+    assert softmax["delta_vs_full_model"]["acc_eq"]["low"] > 0
+    assert "delta_vs_full_model" not in metrics["full model"]["arithmetic"]
+
+
+def test_seed_summary_says_which_seeds_hold():
+    sweep = {"rows": [{"setting": "keywords", "seed": s, "holds": ok,
+                       "test": {"words_median": w, "none_share": none}}
+                      for s, ok, w, none in [(1, True, 5.0, 0.0), (2, False, 0.0, 0.9123456)]]}
+    out = seed_summary(sweep)
+    assert out["keywords"]["seed 2"] == {"test_words_median": 0.0, "test_none_share": 0.9123, "holds": False}
+    assert out["keywords"]["all_hold"] is False

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
-from mwpgen.evaluation.report import TABLE2_MODELS, selection_summary, table2, table3, table4, table5
+from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, selection_summary, table2, table3, table4,
+                                      table5)
 
 
 def score(model, bleu, acc, fold=0, dataset="arithmetic", **extra):
@@ -25,11 +26,12 @@ def test_not_run_model_is_marked_with_its_reason_and_never_scored():
 def test_table4_maps_variants_to_rows_and_averages_folds():
     scores = [score("ours", 0.30, 0.40), score("ours", 0.20, 0.60, fold=1),
               score("ours-selector", 0.11, 0.22), score("gpt_pre", 0.9, 0.9)]
-    t = table4(scores, variant_of, table4_rows, TABLE4_ROWS, ["arithmetic"])
+    t = table4(ablation_runs(scores, variant_of, table4_rows, ["arithmetic"]), TABLE4_ROWS, ["arithmetic"])
     rows = {label: cells for label, cells in t.rows}
     assert rows["full model (this run)"][:2] == ["0.250 ± 0.050", "0.500 ± 0.100"]
-    # columns per dataset: BLEU-4, ACC-eq, ACC-eq (equivalent), consistency (judged), four Δ vs GPT-pre; the runs
-    assert rows["full model (this run)"][2:] == ["", "", "–", "–", "–", "–", "arit:0 arit:1 from ours"]  # no predictions
+    # columns per dataset: BLEU-4, ACC-eq, ACC-eq (equivalent), consistency (judged), four Δ vs the full model; runs
+    assert rows["full model (this run)"][2:] == ["", "", *["baseline"] * 4, "arit:0 arit:1 from ours"]
+    assert rows["context selection (this run)"][4:8] == ["–"] * 4  # no predictions to compare
     # one run answers both rows the paper lists as the same setting
     assert rows["context selection (this run)"][:2] == rows["full model w/o L_eq (this run)"][:2] == ["0.110", "0.220"]
     assert "keyword, TF-IDF (this run)" not in rows and rows["keyword, TF-IDF (paper)"][:2] == ["0.313", "0.424"]

@@ -36,11 +36,18 @@ METRIC_NAMES = {"bleu4": "BLEU-4", "meteor": "METEOR", "rouge_l": "ROUGE-L", "ac
 # The evaluator's figures on real test problems (flows/train.py): its own accuracy and the chance baseline.
 REFERENCE_METRICS = ("oracle_acc_eq", "oracle_acc_eq_equivalent", "chance_acc_eq", "chance_acc_eq_equivalent")
 
-BASELINE = "gpt_pre"  # every model's Δ is against GPT-pre: the paper's closest baseline to ours (same LM, L_LM only)
+BASELINE = "gpt_pre"  # Table 2's Δ is against GPT-pre: the paper's closest baseline to ours (same LM, L_LM only)
+FULL_MODEL = "ours"  # Table 4's Δ is against the full model: what removing each part costs
 BOOTSTRAP_RESAMPLES = 1000
 DELTA_METRICS = ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged")
 _PER_PROBLEM = ("acc_eq", "acc_eq_equivalent", "judged")  # the prediction records' 0/1 columns, DELTA_METRICS[1:]
-DELTA_NAMES = {m: f"Δ {METRIC_NAMES[m]} vs GPT-pre [95% CI]" for m in DELTA_METRICS}
+
+
+def delta_names(against: str = "GPT-pre") -> dict[str, str]:
+    return {m: f"Δ {METRIC_NAMES[m]} vs {against} [95% CI]" for m in DELTA_METRICS}
+
+
+DELTA_NAMES = delta_names()
 _SMALL, _TINY = 1e-9, 1e-15  # pycocoevalcap's BleuScorer smoothing: no division by zero, 0 matches -> 0
 
 
@@ -194,11 +201,11 @@ def paired_bootstrap(runs: Sequence[tuple[Sequence[dict], Sequence[dict]]], seed
 
 
 def compare_runs(predictions: dict[tuple[str, str, int], list[dict]], runs: Iterable[tuple[str, str, int]],
-                 seed: int) -> dict | None:
-    """paired_bootstrap of the (model, dataset, fold) `runs` against GPT-pre's predictions on the same folds."""
+                 seed: int, baseline: str = BASELINE) -> dict | None:
+    """paired_bootstrap of the (model, dataset, fold) `runs` against `baseline`'s predictions on the same folds."""
     pairs = []
     for model, dataset, fold in sorted(runs):
-        base = predictions.get((BASELINE, dataset, fold))
+        base = predictions.get((baseline, dataset, fold))
         if (model, dataset, fold) in predictions and base is not None:
             pairs.append((predictions[(model, dataset, fold)], base))
     return paired_bootstrap(pairs, seed)
@@ -227,12 +234,12 @@ def delta_text(delta: dict | None, metric: str) -> str:
     return f"{_signed(d['mean'])} [{_signed(d['low'])}, {_signed(d['high'])}]"
 
 
-def _delta_notes(deltas: dict[tuple[str, str], dict]) -> list[str]:
-    notes = [f"Δ … vs GPT-pre: the model minus GPT-pre on the same test problems (matched by id), mean over the "
+def _delta_notes(deltas: dict[tuple[str, str], dict], against: str = "GPT-pre") -> list[str]:
+    notes = [f"Δ … vs {against}: the model minus {against} on the same test problems (matched by id), mean over the "
              f"folds of the per-fold difference; [95% CI]: paired bootstrap, {BOOTSTRAP_RESAMPLES} seeded resamples "
              f"of each fold's test problems (experiment.seed), corpus BLEU-4 recomputed on every resample; an "
-             f"interval that excludes 0 is a difference this run resolves. \"baseline\": GPT-pre itself; –: no "
-             f"GPT-pre predictions on those folds."]
+             f"interval that excludes 0 is a difference this run resolves. \"baseline\": {against} itself; –: no "
+             f"{against} predictions on those folds."]
     notes += [f"{DISPLAY.get(m, m)} on {d}: compared on the {x['n']} problems both have; {x['unpaired']} problem(s) "
               f"only one of them has are left out." for (m, d), x in deltas.items() if x["unpaired"]]
     return notes
@@ -350,45 +357,86 @@ def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str]) -
                   "ACC-eq (novel): ACC-eq over the novel problems only; Dist-3: distinct 3-grams / all 3-grams."])
 
 
-def table4(scores: list[dict], variant_of, rows_of, row_labels: Sequence[str], datasets: Sequence[str],
-           predictions: dict[tuple[str, str, int], list[dict]] | None = None, seed: int = 0,
-           judge: dict | None = None) -> Table:
-    """Table 4 (ablation): BLEU-4 and ACC-eq (exact, equivalent) of each variant that ran, and each row's Δ against
-    GPT-pre (compare_runs over the row's runs, seeded with `seed`). `variant_of(model)` maps a score's model to its
-    ablation variant (or None); `rows_of(variant)` gives the Table 4 rows a variant answers; `predictions`:
-    (model, dataset, fold) -> prediction records; `judge`: the judge choice (judge_note)."""
-    metrics = DELTA_METRICS
+def ablation_runs(scores: list[dict], variant_of, rows_of, datasets: Sequence[str],
+                  predictions: dict[tuple[str, str, int], list[dict]] | None = None, seed: int = 0) -> dict[str, dict]:
+    """Table 4's measured rows: label -> {"scores": the row's score records (model renamed to the label), "source":
+    the models that ran it, "runs": "arit:0"-style fold labels, "deltas": {dataset: compare_runs against the full
+    model}}. `variant_of(model)` maps a score's model to its ablation variant (or None); `rows_of(variant)` gives
+    the Table 4 rows a variant answers; `predictions`: (model, dataset, fold) -> prediction records."""
     by_row: dict[str, list[dict]] = {}
     for s in scores:
         variant = variant_of(s["model"])
-        if variant is not None and not s.get("not_run"):
+        if variant is not None and not s.get("not_run") and s["dataset"] in datasets:
             for label in rows_of(variant):
                 by_row.setdefault(label, []).append(s | {"model": label, "source_model": s["model"]})
-    cells = aggregate([s for ss in by_row.values() for s in ss], metrics)
+    out = {}
+    for label, shown in by_row.items():
+        source = sorted({s["source_model"] for s in shown})
+        deltas = {}
+        for d in datasets:
+            delta = compare_runs(predictions or {}, {(s["source_model"], d, s["fold"]) for s in shown
+                                                     if s["dataset"] == d and s["source_model"] != FULL_MODEL},
+                                 seed, baseline=FULL_MODEL)
+            if delta:
+                deltas[d] = delta
+        out[label] = {"scores": shown, "source": source, "deltas": deltas,
+                      "runs": sorted({f"{s['dataset'][:4]}:{s['fold']}" for s in shown})}
+    return out
+
+
+def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[str],
+           judge: dict | None = None) -> Table:
+    """Table 4 (ablation): BLEU-4 and ACC-eq (exact, equivalent) and the judged consistency of each variant that
+    ran (`runs`: ablation_runs), and each row's Δ against the full model; the paper's rows beside them."""
+    metrics = DELTA_METRICS
+    cells = aggregate([s for row in runs.values() for s in row["scores"]], metrics)
     columns = [f"{d} {name}" for d in datasets
-               for name in [METRIC_NAMES[m] for m in metrics] + list(DELTA_NAMES.values())] + ["runs"]
-    rows, deltas = [], {}
+               for name in [METRIC_NAMES[m] for m in metrics] + list(delta_names("full model").values())] + ["runs"]
+    rows = []
     for label in row_labels:
-        shown = [s for s in by_row.get(label, []) if s["dataset"] in datasets]
-        if shown:
-            runs = sorted({f"{s['dataset'][:4]}:{s['fold']}" for s in shown})
-            source = sorted({s["source_model"] for s in shown})
-            for d in datasets:
-                delta = compare_runs(predictions or {}, {(s["source_model"], d, s["fold"]) for s in shown
-                                                         if s["dataset"] == d and s["source_model"] != BASELINE}, seed)
-                if delta:
-                    deltas[(label, d)] = delta
+        if label in runs:
+            row = runs[label]
             measured = {(d, m): cells.get((label, d, m), Cell()).text() for d in datasets for m in metrics}
-            delta = _delta_texts(label, datasets, deltas, source == [BASELINE])
+            deltas = {(label, d): x for d, x in row["deltas"].items()}
+            delta = _delta_texts(label, datasets, deltas, row["source"] == [FULL_MODEL])
             rows.append((f"{label} (this run)", _cells(datasets, metrics, measured, delta)
-                         + [" ".join(runs) + " from " + ", ".join(source)]))
+                         + [" ".join(row["runs"]) + " from " + ", ".join(row["source"])]))
         if label in paper.TABLE4:
             rows.append(_paper_row(label, paper.TABLE4[label], datasets, metrics))
+    all_deltas = {(label, d): x for label, row in runs.items() for d, x in row["deltas"].items()}
     return Table("Table 4: ablation (BLEU-4, ACC-eq and judged consistency)", columns, rows,
                  ["Each (this run) row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows "
                   "that are the same run in the paper's table (context selection = full model w/o L_eq) share it.",
                   "Rows without a (this run) line have not been run: python -m orchestration.pipeline --profile ablation.",
-                  judge_note(judge), *_delta_notes(deltas)])
+                  judge_note(judge), *_delta_notes(all_deltas, "full model")])
+
+
+def ablation_summary(runs: dict[str, dict]) -> dict:
+    """Table 4 for `dvc metrics`: {row label: {dataset: {metric: mean, "delta_vs_full_model": {...}}}}."""
+    out: dict = {}
+    for (label, dataset, metric), cell in aggregate([s for r in runs.values() for s in r["scores"]],
+                                                    DELTA_METRICS).items():
+        if metric != "folds" and not math.isnan(cell.mean):
+            out.setdefault(label, {}).setdefault(dataset, {})[metric] = round(cell.mean, 4)
+    for label, row in runs.items():
+        for dataset, d in row["deltas"].items():
+            out.setdefault(label, {}).setdefault(dataset, {})["delta_vs_full_model"] = {
+                **{m: {k: round(v, 4) for k, v in d[m].items()} for m in DELTA_METRICS}, "n": d["n"]}
+    return out
+
+
+def seed_summary(sweep: dict) -> dict:
+    """A selector seed sweep (mwpgen.selector_sweep's report) for `dvc metrics`: {setting: {"seed <s>": {test words
+    per problem (median), share of test problems with none, holds}, "all_hold": ...}}."""
+    out: dict = {}
+    for row in sweep["rows"]:
+        setting = out.setdefault(row["setting"], {})
+        setting[f"seed {row['seed']}"] = {"test_words_median": row["test"]["words_median"],
+                                          "test_none_share": round(row["test"]["none_share"], 4),
+                                          "holds": bool(row["holds"])}
+    for setting in out.values():
+        setting["all_hold"] = all(v["holds"] for v in setting.values())
+    return out
 
 
 def selection_summary(picks: Sequence[Sequence[str]], nouns: Sequence[Sequence[str]],
