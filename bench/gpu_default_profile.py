@@ -78,7 +78,7 @@ def train(args) -> None:
     params = load_params(args.params)
     exp, g = params.experiment, params.generate
     device = resolve_device(params.train.device)
-    data = load_fold(args.data, DATASET, FOLD, exp.max_train, exp.max_test, exp.seed,
+    data = load_fold(args.data, DATASET, FOLD, exp.max_train_of(DATASET), exp.max_test_of(DATASET), exp.seed,
                      validation_size=exp.validation_size)
     keywords = {r["id"]: r for r in read_jsonl(args.data / "keywords" / DATASET / f"fold{FOLD}.jsonl")}
     baseline_kw = {i: r[params.keywords.baseline_context] for i, r in keywords.items()}

@@ -37,7 +37,7 @@ import blind_reading  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLITS = ("validation", "test")
-COLUMNS = ["split", "id", "equation", "context", "source", "sample", "generated", "co_verified", "co_parse", "co_firmness",
+COLUMNS = ["split", "id", "equation", "context", "source", "sample", "copies", "generated", "co_verified", "co_parse", "co_firmness",
            "generator_loglik", "evaluator_parse", "evaluator_judged"]
 KEY = ["split", "id", "source", "sample", "co_verified", "co_firmness", "generator_loglik", "evaluator_judged"]
 RESAMPLES = 1000
@@ -82,15 +82,20 @@ def sample(args: argparse.Namespace) -> None:
                      for t in args.temperature]
         for source, request in requests:
             service.check(request)
-            texts, loglik = service._candidates(request)  # sampling order, as service.answer ranks them
+            drawn = service.samples(request)  # sampling order, repeats included
+            first = {}
+            for j, t in enumerate(drawn):
+                first.setdefault(t, j)
+            texts = list(first)  # the distinct candidates service.answer ranks
+            loglik = service.mean_log_likelihood(service.prompt(request), texts)
             co_parse = service.parse(texts)
             firmness = service.equation_firmness(texts, equation)
             evaluator_parse = predict_equations(evaluator, evaluator_tokenizer, texts, device=device)
             rows += [{"split": args.split, "id": record["id"], "equation": equation, "context": " ".join(context),
-                      "source": source, "sample": j, "generated": t, "co_verified": judged(cp, equation, t),
-                      "co_parse": cp, "co_firmness": round(f, 4), "generator_loglik": round(g, 4),
-                      "evaluator_parse": ep, "evaluator_judged": judged(ep, equation, t)}
-                     for j, (t, cp, f, g, ep) in enumerate(zip(texts, co_parse, firmness, loglik, evaluator_parse))]
+                      "source": source, "sample": first[t], "copies": drawn.count(t), "generated": t,
+                      "co_verified": judged(cp, equation, t), "co_parse": cp, "co_firmness": round(f, 4),
+                      "generator_loglik": round(g, 4), "evaluator_parse": ep, "evaluator_judged": judged(ep, equation, t)}
+                     for t, cp, f, g, ep in zip(texts, co_parse, firmness, loglik, evaluator_parse)]
         print(f"{args.split}: {i + 1}/{len(records)} pools, {len(rows)} candidates, "
               f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -137,8 +142,9 @@ def score_pools(pools: dict[str, list[dict]], ks: list[int], seed: int = blind_r
     rng = np.random.default_rng(seed)
     out: dict = {"pools": len(pools), "candidates": sum(len(p) for p in pools.values()),
                  "candidates_right": float(np.mean([c["read"] for p in pools.values() for c in p])), "per_k": {}}
-    for k in ks:
-        heads = {i: sorted(p, key=lambda c: int(c["sample"]))[:k] for i, p in pools.items()}
+    for k in ks:  # the candidates the first k samples drew (a repeat adds none); the greedy one (sample -1) always
+        heads = {i: sorted((c for c in p if int(c["sample"]) < k), key=lambda c: int(c["sample"]))
+                 for i, p in pools.items()}
         holds = np.array([max(c["read"] for c in h) for h in heads.values()], dtype=float)
         per_k = {"pool_holds_right": float(holds.mean()), "pool_holds_right_95ci": _interval(holds, rng),
                  "rankings": {}}
@@ -165,8 +171,10 @@ def candidate_pools(key: list[dict], first: dict[str, int], split: str) -> dict[
     kinds = dict(by_source)
     if greedy:
         for source, pools in by_source.items():
-            kinds[f"greedy + {source}"] = {i: [{**c, "sample": "-1"} for c in greedy.get(i, [])] + pool
-                                           for i, pool in pools.items()}
+            for i, pool in pools.items():
+                first = [{**c, "sample": "-1"} for c in greedy.get(i, [])]
+                seen = {c["uid"] for c in first}  # the same text sampled again is the same candidate
+                kinds.setdefault(f"greedy + {source}", {})[i] = first + [c for c in pool if c["uid"] not in seen]
     return kinds
 
 

@@ -89,10 +89,13 @@ def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, 
 def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
     """{"ours": {"arithmetic": {"bleu4": x}}} -> {"ours.arithmetic.bleu4": x}, the dotted names of `dvc metrics`, with
     what MLflow refuses in a metric name (e.g. the "," and "+" of Table 4's row labels) written as "_"."""
-    out = {}
+    out: dict[str, float] = {}
     for key, value in tree.items():
         key = re.sub(r"[^A-Za-z0-9_\-. :/]", "_", str(key))
-        out |= _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+        flat = _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+        if out.keys() & flat.keys():
+            raise ValueError(f"two metrics would both be logged as {sorted(out.keys() & flat.keys())[0]!r}")
+        out |= flat
     return out
 
 
@@ -126,11 +129,13 @@ def report(params: Params) -> dict:
     compared = {*runs_of, *((base, d, k) for _, d, k in ablation_models for base in (BASELINE, FULL_MODEL))}
     predictions = {r: read_jsonl(fold_paths(*r).predictions) for r in sorted(compared)
                    if fold_paths(*r).predictions.exists()}
-    deltas = deltas_vs_gpt_pre(predictions, exp.seed)
+    # Table 2's Δ: each model on the folds it is reported on (not the full model's extra ablation folds)
+    deltas = deltas_vs_gpt_pre({r: p for r, p in predictions.items() if r in set(runs_of) or r[0] == BASELINE},
+                               exp.seed)
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp)
     judge = read_json(JUDGE_CHOICE) if JUDGE_CHOICE.exists() else None
-    ablation = ablation_runs(scores, lambda m: variant_of(m, trained_variants), table4_rows, ab.datasets,
+    ablation = ablation_runs(scores, lambda m: variant_of(m, trained_variants), table4_rows, ab.datasets, ab.folds,
                              predictions, exp.seed)
     with stage_run("report") as run:
         run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,

@@ -73,7 +73,7 @@ class SweepData:
 
     def __init__(self, params: Params, dataset: str, fold: int, max_train: int, root: Path = PROJECT_ROOT):
         exp = params.experiment
-        data = load_fold(root / "data", dataset, fold, max_train, exp.max_test, exp.seed,
+        data = load_fold(root / "data", dataset, fold, max_train, exp.max_test_of(dataset), exp.seed,
                          validation_size=exp.validation_size)
         if not data.validation:
             raise ValueError("the sweep scores on the validation slice: set experiment.validation_size > 0")

@@ -139,12 +139,16 @@ class Service:
         """The co-trained mwp2eq's greedy reading of each problem (as ACC-eq's evaluator reads, with its prompt)."""
         return predict_equations(self.mwp2eq, self.tokenizer, masked_texts, batch_size=16, device=self.device)
 
+    def prompt(self, request: Request) -> torch.Tensor:
+        """The generator's input embeddings for the request [P, D], as training builds them."""
+        enc = encode_joint(self.tokenizer, JointExample(request.equation, "", request.context))
+        return prompt_embeddings(self.generator.get_input_embeddings(), enc, self.settings["context_tokens"])
+
     @torch.no_grad()
-    def _candidates(self, request: Request) -> tuple[list[str], list[float]]:
-        """Distinct decoded texts (first occurrence kept) and their mean token log-likelihoods."""
+    def samples(self, request: Request) -> list[str]:
+        """Every decoded text in sampling order, repeats included (`request.candidates` of them for top_p)."""
         tok = self.tokenizer
-        enc = encode_joint(tok, JointExample(request.equation, "", request.context))
-        prompt = prompt_embeddings(self.generator.get_input_embeddings(), enc, self.settings["context_tokens"])
+        prompt = self.prompt(request)
         config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
                                     request.max_new_tokens)
         if request.decoding == "top_p":
@@ -152,12 +156,15 @@ class Service:
         torch.manual_seed(request.seed)
         out = self.generator.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(
             1, prompt.shape[0], dtype=torch.long, device=self.device), generation_config=config)
-        texts = [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
-        texts = list(dict.fromkeys(texts))
-        return texts, self._mean_log_likelihood(prompt, texts)
+        return [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
+
+    def _candidates(self, request: Request) -> tuple[list[str], list[float]]:
+        """Distinct decoded texts (first occurrence kept) and their mean token log-likelihoods."""
+        texts = list(dict.fromkeys(self.samples(request)))
+        return texts, self.mean_log_likelihood(self.prompt(request), texts)
 
     @torch.no_grad()
-    def _mean_log_likelihood(self, prompt: torch.Tensor, texts: Sequence[str], chunk: int = 8) -> list[float]:
+    def mean_log_likelihood(self, prompt: torch.Tensor, texts: Sequence[str], chunk: int = 8) -> list[float]:
         """log p(text EOS | prompt) / its token count, teacher-forced as training encodes targets (prompts.py);
         `prompt`: the prompt's input embeddings [P, D]. `chunk` rows per forward pass: K = 64 candidates' logits
         at once would take gigabytes."""

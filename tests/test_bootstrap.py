@@ -138,7 +138,7 @@ def test_table4_rows_carry_their_interval_against_the_full_model_and_report_json
                    ("ours-eq_softmax", "arithmetic", 0): _records(30, True, seed=4),
                    ("gpt_pre", "arithmetic", 0): _records(30, False, seed=5)}
     scores = [_score("ours", 0.3, 0.4), _score("ours-eq_softmax", 0.9, 0.95), _score("gpt_pre", 0.2, 0.3)]
-    runs = ablation_runs(scores, variant_of, table4_rows, ["arithmetic"], predictions, seed=2021)
+    runs = ablation_runs(scores, variant_of, table4_rows, ["arithmetic"], [0], predictions, seed=2021)
     t = table4(runs, TABLE4_ROWS, ["arithmetic"])
     rows = dict(t.rows)
     assert t.columns[4:8] == [f"arithmetic Δ {m} vs full model [95% CI]" for m in ("BLEU-4", "ACC-eq",

@@ -318,9 +318,9 @@ def test_the_log_likelihood_is_the_generators_teacher_forced_one(bundle):
     logp = torch.log_softmax(logits, -1)
     n = prompt.shape[0]
     expected = sum(float(logp[n - 1 + i, t]) for i, t in enumerate(target)) / len(target)
-    scores = service._mean_log_likelihood(prompt, [text, "x", text + " more"])
+    scores = service.mean_log_likelihood(prompt, [text, "x", text + " more"])
     assert scores[0] == pytest.approx(expected, abs=1e-5)
-    assert service._mean_log_likelihood(prompt, [text, "x", text + " more"], chunk=1) == pytest.approx(scores, abs=1e-5)
+    assert service.mean_log_likelihood(prompt, [text, "x", text + " more"], chunk=1) == pytest.approx(scores, abs=1e-5)
 
 
 def test_bundle_keeps_the_co_trained_mwp2eq(bundle, bundle_without_mwp2eq):
@@ -428,9 +428,10 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
     assert {source for _, source in by_pool} == {"greedy", "T=1", "T=0.7"} and len({i for i, _ in by_pool}) == 2
     assert all(1 <= len(p) <= 4 for p in by_pool.values())
     assert all(len(p) == 1 for (_, source), p in by_pool.items() if source == "greedy")
-    for pool in by_pool.values():
-        assert [int(r["sample"]) for r in pool] == list(range(len(pool)))
-        assert len({r["generated"] for r in pool}) == len(pool)  # distinct candidates only
+    for (_, source), pool in by_pool.items():
+        assert [int(r["sample"]) for r in pool] == sorted(int(r["sample"]) for r in pool)  # sampling order
+        assert len({r["generated"] for r in pool}) == len(pool)  # distinct candidates, each with its repeats
+        assert sum(int(r["copies"]) for r in pool) == (1 if source == "greedy" else 4)
         assert {r["co_verified"] for r in pool} <= {"True", "False"} and all(float(r["co_firmness"]) <= 0 for r in pool)
     subprocess.run([sys.executable, "bench/verify_pools.py", "build", str(out)], cwd=ROOT, check=True,
                    capture_output=True)

@@ -261,7 +261,8 @@ def _cells(datasets: Sequence[str], metrics: Sequence[str], values: dict[tuple[s
 
 def _delta_texts(row: str, datasets: Sequence[str], deltas: dict[tuple[str, str], dict],
                  baseline: bool) -> dict[tuple[str, str], str]:
-    """(dataset, metric) -> the Δ cell of `row` (deltas keyed (row, dataset)); "baseline" for GPT-pre itself."""
+    """(dataset, metric) -> the Δ cell of `row` (deltas keyed (row, dataset)); "baseline" where `row` is the table's
+    baseline itself."""
     return {(d, m): "baseline" if baseline else delta_text(deltas.get((row, d)), m)
             for d in datasets for m in DELTA_METRICS}
 
@@ -357,16 +358,17 @@ def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str]) -
                   "ACC-eq (novel): ACC-eq over the novel problems only; Dist-3: distinct 3-grams / all 3-grams."])
 
 
-def ablation_runs(scores: list[dict], variant_of, rows_of, datasets: Sequence[str],
+def ablation_runs(scores: list[dict], variant_of, rows_of, datasets: Sequence[str], folds: Sequence[int],
                   predictions: dict[tuple[str, str, int], list[dict]] | None = None, seed: int = 0) -> dict[str, dict]:
     """Table 4's measured rows: label -> {"scores": the row's score records (model renamed to the label), "source":
     the models that ran it, "runs": "arit:0"-style fold labels, "deltas": {dataset: compare_runs against the full
-    model}}. `variant_of(model)` maps a score's model to its ablation variant (or None); `rows_of(variant)` gives
-    the Table 4 rows a variant answers; `predictions`: (model, dataset, fold) -> prediction records."""
+    model}}, over the ablation's `datasets` x `folds` only (the full model may have run on more folds).
+    `variant_of(model)` maps a score's model to its ablation variant (or None); `rows_of(variant)` gives the Table 4
+    rows a variant answers; `predictions`: (model, dataset, fold) -> prediction records."""
     by_row: dict[str, list[dict]] = {}
     for s in scores:
         variant = variant_of(s["model"])
-        if variant is not None and not s.get("not_run") and s["dataset"] in datasets:
+        if variant is not None and not s.get("not_run") and s["dataset"] in datasets and s["fold"] in folds:
             for label in rows_of(variant):
                 by_row.setdefault(label, []).append(s | {"model": label, "source_model": s["model"]})
     out = {}
@@ -421,7 +423,8 @@ def ablation_summary(runs: dict[str, dict]) -> dict:
     for label, row in runs.items():
         for dataset, d in row["deltas"].items():
             out.setdefault(label, {}).setdefault(dataset, {})["delta_vs_full_model"] = {
-                **{m: {k: round(v, 4) for k, v in d[m].items()} for m in DELTA_METRICS}, "n": d["n"]}
+                **{m: {k: round(v, 4) for k, v in d[m].items()} for m in DELTA_METRICS}, "n": d["n"],
+                "unpaired": d["unpaired"]}
     return out
 
 
@@ -430,7 +433,7 @@ def seed_summary(sweep: dict) -> dict:
     per problem (median), share of test problems with none, holds}, "all_hold": ...}}."""
     out: dict = {}
     for row in sweep["rows"]:
-        setting = out.setdefault(row["setting"], {})
+        setting = out.setdefault(row["setting"].replace(".", "_"), {})  # a "." would read as a level of the key
         setting[f"seed {row['seed']}"] = {"test_words_median": row["test"]["words_median"],
                                           "test_none_share": round(row["test"]["none_share"], 4),
                                           "holds": bool(row["holds"])}
