@@ -18,8 +18,8 @@ from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, st
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.evaluation.report import (BASELINE, FULL_MODEL, REFERENCE_METRICS, SMOKE_BANNER, ablation_runs,
-                                      ablation_summary, deltas_vs_gpt_pre, seed_summary, selection_summary, summary,
-                                      table2, table3, table4, table5)
+                                      ablation_summary, deltas_vs_gpt_pre, mark_subsamples, seed_summary,
+                                      selection_summary, summary, table2, table3, table4, table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tracking.runs import stage_run
@@ -144,8 +144,11 @@ def report(params: Params) -> dict:
                   "table3": table3(scores, models, exp.datasets),
                   "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge),
                   "table5": table5(examples, selection=selection)}
-        if exp.smoke:
-            for table in tables.values():
+        subsampled = {d: (exp.max_train_of(d), exp.max_test_of(d)) for d in exp.datasets
+                      if exp.max_train_of(d) or exp.max_test_of(d)}
+        for table in tables.values():
+            mark_subsamples(table, subsampled)
+            if exp.smoke:
                 table.banner = SMOKE_BANNER
         for name, table in tables.items():
             for ext in ("md", "csv", "tex"):

@@ -40,8 +40,8 @@ def sweep_selector(params: Params, dataset: str, fold: int, steps: int, max_trai
                 run.metrics({"val_loss": row["val_loss"], **{f"{name}_{k}": v for name in ("validation", "test")
                                                              for k, v in row[name].items()}})
 
-        report = sweep(params, dataset, fold, steps, max_train, grid, seeds, device, out, machine_name(device),
-                       on_row=on_row)
+        report = sweep(params, dataset, fold, steps, max_train, grid, seeds, device, out,
+                       machine_name(device, params.train.mixed_precision), on_row=on_row)
         parent.artifact(out.with_suffix(".md"))
         parent.artifact(out.with_suffix(".json"))
     log.info("chosen: %s", report["chosen"])

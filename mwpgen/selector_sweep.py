@@ -150,8 +150,8 @@ def sweep(params: Params, dataset: str, fold: int, steps: int, max_train: int, g
     return report
 
 
-def machine_name(device: str) -> str:
-    """Which hardware a table came from (its numerics differ: CUDA bf16, CPU bf16, CPU fp32)."""
+def machine_name(device: str, mixed_precision: bool = True) -> str:
+    """Which hardware and precision a table came from (their numerics differ: CUDA bf16, CPU bf16, CPU fp32)."""
     import platform
 
     import torch
@@ -160,7 +160,8 @@ def machine_name(device: str) -> str:
         return f"GPU {torch.cuda.get_device_name(0)}"
     from mwpgen.runtime import cpu_supports_bf16
 
-    return f"CPU {platform.processor() or platform.machine()}, {'native bf16' if cpu_supports_bf16() else 'fp32'}"
+    precision = ("native bf16" if cpu_supports_bf16() else "fp32") if mixed_precision else "fp32 (mixed_precision off)"
+    return f"CPU {platform.processor() or platform.machine()}, {precision}"
 
 
 def add_arguments(cli: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     params = load_params(args.params)
     device = resolve_device(args.device or params.train.device)
     report = sweep(params, args.dataset, args.fold, args.steps, args.max_train, args.grid, args.seeds, device,
-                   args.out, machine_name(device),
+                   args.out, machine_name(device, params.train.mixed_precision),
                    on_row=lambda setting, row: print(f"{row['setting']} seed {row['seed']}: val loss "
                                                      f"{row['val_loss']:.4f}, median {row['validation']['words_median']}"
                                                      f" words, none {row['test']['none_share']:.1%} of test",

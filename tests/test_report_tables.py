@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
-from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, selection_summary, table2, table3, table4,
-                                      table5)
+from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, mark_subsamples, selection_summary, table2, table3,
+                                      table4, table5)
 
 
 def score(model, bleu, acc, fold=0, dataset="arithmetic", **extra):
@@ -60,3 +60,15 @@ def test_table5_notes_what_the_selector_picks_over_the_whole_fold():
     assert "0.5 words selected per problem (median; mean 0.8), none for 50.0% of them" in note
     assert "66.7% of the selected words are among the problem's noun keywords and 33.3% among its TF-IDF top 5" in note
     assert not any(n.startswith("mawps") for n in t.notes)
+
+
+def test_a_subsampled_dataset_is_marked_in_every_column_and_its_sizes_noted():
+    scores = [score("gpt_pre", 0.1, 0.2), score("gpt_pre", 0.3, 0.4, dataset="math23k")]
+    t = table2(scores, [], TABLE2_MODELS, ["arithmetic", "math23k"])
+    mark_subsamples(t, {"math23k": (900, 300)})
+    assert "math23k* BLEU-4" in t.columns and "arithmetic BLEU-4" in t.columns
+    assert not any(c.startswith("math23k ") for c in t.columns)
+    assert any(n.startswith("math23k*: a seeded subsample of each fold, 900 training and 300 test") for n in t.notes)
+    before = list(t.columns)
+    mark_subsamples(t, {"mawps": (0, 50)})  # a dataset the table does not show: nothing changes
+    assert t.columns == before

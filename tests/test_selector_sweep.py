@@ -51,3 +51,10 @@ def test_sweep_writes_one_row_per_setting_and_seed(tmp_path):
     table = out.with_suffix(".md").read_text()
     assert table.count("| selector_init keywords |") == 2 and table.count("| selector_init prior |") == 2
     assert "test machine" in table and "Chosen:" in table
+
+
+def test_the_machine_names_the_precision_it_trained_in():
+    from mwpgen.selector_sweep import machine_name
+
+    assert machine_name("cpu", mixed_precision=False).endswith(", fp32 (mixed_precision off)")
+    assert machine_name("cpu").endswith((", native bf16", ", fp32"))

@@ -112,6 +112,17 @@ SMOKE_BANNER = ("SMOKE TEST: a few training steps on a few problems, to check th
                 "are not results.")
 
 
+def mark_subsamples(table: Table, sizes: dict[str, tuple[int, int]]) -> None:
+    """The columns of each dataset scored on a subsample read "<dataset>*", and a note gives its sizes. `sizes`:
+    dataset -> (training, test) problems drawn per fold, 0 = all."""
+    for dataset, (train, test) in sizes.items():
+        prefix = f"{dataset} "
+        if any(c.startswith(prefix) for c in table.columns):
+            table.columns = [f"{dataset}* {c[len(prefix):]}" if c.startswith(prefix) else c for c in table.columns]
+            table.notes.append(f"{dataset}*: a seeded subsample of each fold, {train or 'all'} training and "
+                               f"{test or 'all'} test problems (experiment.subsample); the paper's rows are whole folds.")
+
+
 def aggregate(scores: Iterable[dict], metrics: Sequence[str]) -> dict[tuple[str, str, str], Cell]:
     """(model, dataset, metric) -> Cell of per-fold values; also records the folds seen under metric 'folds'."""
     cells: dict[tuple[str, str, str], Cell] = {}
