@@ -142,7 +142,7 @@ def score_pools(pools: dict[str, list[dict]], ks: list[int], seed: int = blind_r
     rng = np.random.default_rng(seed)
     out: dict = {"pools": len(pools), "candidates": sum(len(p) for p in pools.values()),
                  "candidates_right": float(np.mean([c["read"] for p in pools.values() for c in p])), "per_k": {}}
-    for k in ks:  # the candidates the first k samples drew (a repeat adds none); the greedy one (sample -1) always
+    for k in ks:  # the candidates the first k samples drew (a repeat adds none)
         heads = {i: sorted((c for c in p if int(c["sample"]) < k), key=lambda c: int(c["sample"]))
                  for i, p in pools.items()}
         holds = np.array([max(c["read"] for c in h) for h in heads.values()], dtype=float)
@@ -172,9 +172,12 @@ def candidate_pools(key: list[dict], first: dict[str, int], split: str) -> dict[
     if greedy:
         for source, pools in by_source.items():
             for i, pool in pools.items():
-                first = [{**c, "sample": "-1"} for c in greedy.get(i, [])]
-                seen = {c["uid"] for c in first}  # the same text sampled again is the same candidate
-                kinds.setdefault(f"greedy + {source}", {})[i] = first + [c for c in pool if c["uid"] not in seen]
+                # The greedy problem is candidate 0 and sample j becomes j + 1: K candidates are the greedy one and
+                # K - 1 samples. The same text sampled again is the same candidate.
+                first = [{**c, "sample": "0"} for c in greedy.get(i, [])]
+                seen = {c["uid"] for c in first}
+                kinds.setdefault(f"greedy + {source}", {})[i] = first + [
+                    {**c, "sample": str(int(c["sample"]) + 1)} for c in pool if c["uid"] not in seen]
     return kinds
 
 
@@ -235,7 +238,7 @@ def main(argv=None) -> None:
     b.add_argument("folder", type=Path)
     c = sub.add_parser("score", help="labels -> pools and rankings per split")
     c.add_argument("folder", type=Path)
-    c.add_argument("--k", type=int, nargs="+", default=[1, 8, 32], help="pool sizes to score (first k samples)")
+    c.add_argument("--k", type=int, nargs="+", default=[1, 8, 16], help="pool sizes to score (first k samples)")
     args = ap.parse_args(argv)
     if args.command == "sample":
         if args.k < 1 or args.n < 1:

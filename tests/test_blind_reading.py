@@ -105,3 +105,14 @@ def test_pool_rankings_show_what_each_puts_first():
     assert service["shown_right"] == 0.0 and (service["verified"], service["verified_right"]) == (2, 0)
     both = ranked["both parsers' verdicts, then firmness"]
     assert both["shown_right"] == 0.5 and (both["verified"], both["verified_precision"]) == (1, 1.0)
+
+
+def test_a_greedy_pool_counts_the_greedy_problem_as_its_first_candidate():
+    key = [{"uid": "u1", "split": "test", "source": "greedy", "id": "a", "sample": "0"},
+           {"uid": "u2", "split": "test", "source": "T=1", "id": "a", "sample": "0"},
+           {"uid": "u1", "split": "test", "source": "T=1", "id": "a", "sample": "1"},  # the greedy text sampled again
+           {"uid": "u3", "split": "test", "source": "T=1", "id": "a", "sample": "2"}]
+    kinds = verify_pools.candidate_pools(key, {"u1": 1, "u2": 0, "u3": 0}, "test")
+    assert set(kinds) == {"T=1", "greedy + T=1"}
+    pool = kinds["greedy + T=1"]["a"]
+    assert [(c["uid"], c["sample"]) for c in pool] == [("u1", "0"), ("u2", "1"), ("u3", "3")]
