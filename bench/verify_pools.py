@@ -82,12 +82,13 @@ def sample(args: argparse.Namespace) -> None:
                      for t in args.temperature]
         for source, request in requests:
             service.check(request)
-            drawn = service.samples(request)  # sampling order, repeats included
+            prompt = service.prompt(request)
+            drawn = service.samples(request, prompt)  # sampling order, repeats included
             first = {}
             for j, t in enumerate(drawn):
                 first.setdefault(t, j)
             texts = list(first)  # the distinct candidates service.answer ranks
-            loglik = service.mean_log_likelihood(service.prompt(request), texts)
+            loglik = service.mean_log_likelihood(prompt, texts)
             co_parse = service.parse(texts)
             firmness = service.equation_firmness(texts, equation)
             evaluator_parse = predict_equations(evaluator, evaluator_tokenizer, texts, device=device)

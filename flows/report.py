@@ -130,8 +130,8 @@ def report(params: Params) -> dict:
     predictions = {r: read_jsonl(fold_paths(*r).predictions) for r in sorted(compared)
                    if fold_paths(*r).predictions.exists()}
     # Table 2's Δ: each model on the folds it is reported on (not the full model's extra ablation folds)
-    deltas = deltas_vs_gpt_pre({r: p for r, p in predictions.items() if r in set(runs_of) or r[0] == BASELINE},
-                               exp.seed)
+    reported = set(runs_of)
+    deltas = deltas_vs_gpt_pre({r: p for r, p in predictions.items() if r in reported or r[0] == BASELINE}, exp.seed)
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp)
     judge = read_json(JUDGE_CHOICE) if JUDGE_CHOICE.exists() else None

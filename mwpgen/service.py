@@ -145,10 +145,10 @@ class Service:
         return prompt_embeddings(self.generator.get_input_embeddings(), enc, self.settings["context_tokens"])
 
     @torch.no_grad()
-    def samples(self, request: Request) -> list[str]:
-        """Every decoded text in sampling order, repeats included (`request.candidates` of them for top_p)."""
+    def samples(self, request: Request, prompt: torch.Tensor) -> list[str]:
+        """Every decoded text in sampling order, repeats included (`request.candidates` of them for top_p), from the
+        request's `prompt` (Service.prompt)."""
         tok = self.tokenizer
-        prompt = self.prompt(request)
         config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
                                     request.max_new_tokens)
         if request.decoding == "top_p":
@@ -160,8 +160,9 @@ class Service:
 
     def _candidates(self, request: Request) -> tuple[list[str], list[float]]:
         """Distinct decoded texts (first occurrence kept) and their mean token log-likelihoods."""
-        texts = list(dict.fromkeys(self.samples(request)))
-        return texts, self.mean_log_likelihood(self.prompt(request), texts)
+        prompt = self.prompt(request)
+        texts = list(dict.fromkeys(self.samples(request, prompt)))
+        return texts, self.mean_log_likelihood(prompt, texts)
 
     @torch.no_grad()
     def mean_log_likelihood(self, prompt: torch.Tensor, texts: Sequence[str], chunk: int = 8) -> list[float]:

@@ -424,6 +424,12 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
                   judge_note(judge), *_delta_notes(all_deltas, "full model")])
 
 
+def _rounded_delta(d: dict) -> dict:
+    """A paired_bootstrap result for `dvc metrics`: each metric's mean and interval to 4 places, n, unpaired."""
+    return {**{m: {k: round(v, 4) for k, v in d[m].items()} for m in DELTA_METRICS}, "n": d["n"],
+            "unpaired": d["unpaired"]}
+
+
 def ablation_summary(runs: dict[str, dict]) -> dict:
     """Table 4 for `dvc metrics`: {row label: {dataset: {metric: mean, "delta_vs_full_model": {...}}}}."""
     out: dict = {}
@@ -433,9 +439,7 @@ def ablation_summary(runs: dict[str, dict]) -> dict:
             out.setdefault(label, {}).setdefault(dataset, {})[metric] = round(cell.mean, 4)
     for label, row in runs.items():
         for dataset, d in row["deltas"].items():
-            out.setdefault(label, {}).setdefault(dataset, {})["delta_vs_full_model"] = {
-                **{m: {k: round(v, 4) for k, v in d[m].items()} for m in DELTA_METRICS}, "n": d["n"],
-                "unpaired": d["unpaired"]}
+            out.setdefault(label, {}).setdefault(dataset, {})["delta_vs_full_model"] = _rounded_delta(d)
     return out
 
 
@@ -502,7 +506,5 @@ def summary(scores: list[dict], oracle: list[dict], deltas: dict[tuple[str, str]
             owner, name = ("mwp2eq", metric) if metric.startswith("oracle_") else ("chance", metric[len("chance_"):])
             out.setdefault(owner, {}).setdefault(dataset, {})[name] = round(cell.mean, 4)
     for (model, dataset), d in (deltas or {}).items():
-        out.setdefault(model, {}).setdefault(dataset, {})["delta_vs_gpt_pre"] = {
-            **{m: {k: round(v, 4) for k, v in d[m].items()} for m in DELTA_METRICS}, "n": d["n"],
-            "unpaired": d["unpaired"]}
+        out.setdefault(model, {}).setdefault(dataset, {})["delta_vs_gpt_pre"] = _rounded_delta(d)
     return out
