@@ -17,15 +17,17 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config.schema import Params
+from mwpgen.evaluation.blind_labels import LABELLED_FOLD
 from mwpgen.evaluation.report import (BASELINE, FULL_MODEL, REFERENCE_METRICS, SMOKE_BANNER, ablation_runs,
-                                      ablation_summary, deltas_vs_gpt_pre, mark_subsamples, seed_summary,
-                                      selection_summary, summary, table2, table3, table4, table5)
+                                      ablation_summary, deltas_vs_gpt_pre, judge_summary, mark_subsamples,
+                                      seed_summary, selection_summary, summary, table2, table3, table4, table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tracking.runs import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
-JUDGE_CHOICE = PROJECT_ROOT / "docs" / "judge_choice" / "judge_choice.json"  # the judge's precision and recall
+# The judge's precision and recall against blind readings (stage measure_judge; the labels are of one fold)
+JUDGE_MEASURED = fold_paths(None, *LABELLED_FOLD).judge_metrics
 # The selector's seed checks (python -m flows.sweep_selector --grid seeds; on the H200: python -m mwpgen.selector_sweep)
 SEED_SWEEPS = {"cpu_40_steps": PROJECT_ROOT / "docs" / "selector_sweep_seeds.json",
                "h200_40_steps": PROJECT_ROOT / "docs" / "gpu" / "selector-seeds" / "sweep_seeds_h200.json",
@@ -134,7 +136,7 @@ def report(params: Params) -> dict:
     deltas = deltas_vs_gpt_pre({r: p for r, p in predictions.items() if r in reported or r[0] == BASELINE}, exp.seed)
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp)
-    judge = read_json(JUDGE_CHOICE) if JUDGE_CHOICE.exists() else None
+    judge = read_json(JUDGE_MEASURED) if JUDGE_MEASURED.exists() else None
     ablation = ablation_runs(scores, lambda m: variant_of(m, trained_variants), table4_rows, ab.datasets, ab.folds,
                              predictions, exp.seed)
     with stage_run("report") as run:
@@ -163,7 +165,8 @@ def report(params: Params) -> dict:
         metrics = summary(scores, oracle, deltas) | {
             "table4": ablation_summary(ablation),
             "selector_seeds": {name: seed_summary(read_json(path)) for name, path in SEED_SWEEPS.items()
-                               if path.exists()}}
+                               if path.exists()},
+            "judge": judge_summary(judge)}
         write_json(PROJECT_ROOT / "metrics" / "report.json", metrics)
         run.artifact(PROJECT_ROOT / "results" / "predictions", "predictions")
         run.metrics(_flat(metrics))

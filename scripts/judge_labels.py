@@ -22,6 +22,8 @@ import json
 import random
 from pathlib import Path
 
+from mwpgen.evaluation.blind_labels import FIRST_READING, SECOND_READING, read_csv, read_labels, readings
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "judge_labels"
 SEED = 2021
@@ -29,21 +31,16 @@ TEST_SAMPLE = 300  # of the verify_k rows (test equations, K = 1 and K = 8 probl
 OVERLAP = 25  # per part
 
 
-def _rows(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
 def pool() -> list[dict]:
     """Every candidate problem with its part and source, identical (equation, text) pairs once."""
     found: dict[tuple[str, str], dict] = {}
     for path in sorted((ROOT / "docs" / "decoding_choice").glob("generations_*.csv")):
         model, decoding = path.stem.removeprefix("generations_").rsplit("_", 1)
-        for r in _rows(path):
+        for r in read_csv(path):
             found.setdefault((r["equation"], r["generated"]), {
                 "part": "dev", "equation": r["equation"], "problem": r["generated"], "source": path.name,
                 "model": model, "setting": decoding, "dataset_id": r["id"]})
-    test = _rows(ROOT / "docs" / "verify_k" / "verify_k_generations.csv")
+    test = read_csv(ROOT / "docs" / "verify_k" / "verify_k_generations.csv")
     random.Random(SEED).shuffle(test)
     taken = 0
     for r in test:
@@ -81,24 +78,14 @@ def build() -> None:
     print(json.dumps({"problems": len(rows), **counts, "overlap": len(overlap)}))
 
 
-FIRST_READING = ("labels_a.csv", "labels_b.csv", "labels_c.csv", "labels_d.csv")  # four readers, a quarter each
-SECOND_READING = "labels_e.csv"  # the overlap, read again by a fifth reader who saw no other label
-
-
-def _labels(*paths: Path) -> dict[str, int]:
-    return {r["uid"]: int(r["label"]) for path in paths for r in _rows(path)}
-
-
 def labels() -> list[dict]:
     """Every problem with its part and its (first-reading) label: what the judge is fitted and measured on."""
-    read = _labels(*(OUT / f for f in FIRST_READING))
-    parts = {r["uid"]: r for r in _rows(OUT / "sources.csv")}
-    return [{**p, "part": parts[p["uid"]]["part"], "label": read[p["uid"]]} for p in _rows(OUT / "problems.csv")]
+    return read_labels(OUT)
 
 
 def agreement() -> dict:
     """Cohen's kappa and raw agreement of the two readings of the overlap."""
-    a, b = _labels(*(OUT / f for f in FIRST_READING)), _labels(OUT / SECOND_READING)
+    a, b = readings(*(OUT / f for f in FIRST_READING)), readings(OUT / SECOND_READING)
     both = sorted(set(a) & set(b))
     n = len(both)
     agree = sum(a[u] == b[u] for u in both)

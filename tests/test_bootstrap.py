@@ -100,9 +100,10 @@ def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals()
     deltas = deltas_vs_gpt_pre(predictions, seed=2021)
     assert set(deltas) == {("ours", "arithmetic")}
     scores = [_score("gpt_pre", 0.3, 0.4), _score("ours", 0.9, 0.95)]
-    judge = {"chosen": "parse = E and surface checks", "test": 300, "test_consistent": 44,
-             "test_result": {"precision": 0.403, "recall": 0.659}, "acc_eq_verdict_on_test": {"precision": 0.369,
-                                                                                            "recall": 0.705}}
+    judge = {"judge": "parse = E and surface checks", "dataset": "arithmetic", "fold": 0, "n": 656,
+             "test": {"n": 300, "consistent": 44,
+                      "judge": {"precision": 0.403, "recall": 0.659, "precision_ci": [0.3, 0.5], "recall_ci": None},
+                      "acc_eq": {"precision": 0.369, "recall": 0.705, "precision_ci": None, "recall_ci": None}}}
     t = table2(scores, ORACLE, TABLE2_MODELS, ["arithmetic"], deltas, judge)
     rows = dict(t.rows)
     assert t.columns == ["arithmetic BLEU-4", "arithmetic METEOR", "arithmetic ROUGE-L", "arithmetic ACC-eq",
@@ -113,7 +114,7 @@ def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals()
     assert rows["mwp2eq oracle ACC-eq (this run)"][3:5] == ["0.700", "0.750"]
     assert rows["chance: most frequent training equation (this run)"][:5] == ["", "", "", "0.120", "0.140"]
     assert any("`x = num1 + num2` (fold 0)" in n for n in t.notes)
-    assert any("precision is 0.403 and its recall 0.659" in n for n in t.notes)  # what the judged column is worth
+    assert any("precision is 0.403 [0.30, 0.50] and its recall 0.659 (" in n for n in t.notes)  # what the judged column is worth
     ours = rows["ours (this run)"]
     assert ours[3:6] == ["0.950", "1.000", "0.850"] and rows["GPT-pre (this run)"][6:10] == ["baseline"] * 4
     d = deltas[("ours", "arithmetic")]["bleu4"]

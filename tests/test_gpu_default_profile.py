@@ -37,7 +37,7 @@ def test_train_then_score(setup, tmp_path, monkeypatch):
         parses = list(read_jsonl(out / f"parses_{model}.jsonl"))
         assert len(rows) == len(parses) == n_test and [r["id"] for r in rows] == [p["id"] for p in parses]
         assert summary["stages"][model]["steps"] > 0
-    assert summary["stages"]["ours"]["phase_steps"] == [2, 1]  # the smoke profile's caps
+    assert summary["stages"]["ours"]["phase_steps"] == [1, 1]  # the smoke profile's caps
     assert 0 <= summary["stages"]["train_evaluator"]["oracle_acc_eq"] <= 1
 
     monkeypatch.setattr(sys, "argv", ["bench", "score", str(out), "--params", str(params), "--data", str(data),

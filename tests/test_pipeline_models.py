@@ -32,7 +32,7 @@ STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt_pr
           "train_ours@arithmetic-0",
           *(f"train_seq2seq@{m}-arithmetic-0" for m in ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")),
           *(f"generate@{m}-arithmetic-0" for m in GENERATED), *(f"evaluate@{m}-arithmetic-0" for m in SCORED),
-          "ablate@eq_softmax-arithmetic-0", "report"]
+          "measure_judge@arithmetic-0", "ablate@eq_softmax-arithmetic-0", "report"]
 TEMPLATES = [
     ("{a} has num1 {o} . {b} gives {a} num2 more {o} . How many {o} does {a} have now ?", "x = num1 + num2"),
     ("{a} had num1 {o} . {a} gave num2 {o} to {b} . How many {o} does {a} have left ?", "x = num1 - num2"),
@@ -76,6 +76,7 @@ def project(tmp_path_factory, prefect_api):
                                       glove_path=str(dest / "no-glove.txt"), num_beams=2, max_len=30)
     params["ablation"].update(variants=["eq_softmax"], datasets=["arithmetic"], folds=[0])
     params["generate"].update(max_new_tokens=24, batch_size=4)
+    params["measure_judge"].update(max_labels=3)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(dest)
     # A parent run, as orchestration.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.
@@ -149,6 +150,22 @@ def test_report_tables_and_dvc_metrics(project):
     assert "0.316" in table2  # the paper's GPT-pre BLEU-4 on Arithmetic, shown for reference
     shown = run_in(dest, env, ["dvc", "metrics", "show", "metrics/report.json"]).stdout
     assert "gpt_pre.arithmetic.bleu4" in shown
+
+
+def test_judge_measured_on_blind_labels_and_quoted_by_the_report(project):
+    dest = project[0]
+    measured = json.loads((dest / "metrics" / "judge" / "arithmetic" / "fold0.json").read_text())
+    verdicts = [json.loads(line) for line in open(dest / "results" / "judge" / "arithmetic" / "fold0.jsonl")]
+    assert measured["n"] == len(verdicts) == 6 and [v["part"] for v in verdicts] == ["dev"] * 3 + ["test"] * 3
+    labels = {r["uid"]: int(r["label"]) for name in "abcd"
+              for r in csv.DictReader(open(dest / "docs" / "judge_labels" / f"labels_{name}.csv"))}
+    assert all(v["label"] == labels[v["uid"]] for v in verdicts)  # the first reading, problem by problem
+    test = measured["test"]
+    assert test["n"] == 3 and test["consistent"] == sum(v["label"] for v in verdicts[3:])
+    assert test["judge"]["accepted"] == sum(v["judged"] for v in verdicts[3:])
+    report = json.loads((dest / "metrics" / "report.json").read_text())
+    assert report["judge"]["test"]["judge"]["accepted"] == test["judge"]["accepted"]
+    assert "Against 3 blind readings" in (dest / "reports" / "table2.md").read_text()
 
 
 def test_mlflow_nesting_pipeline_model_dataset_fold(project):

@@ -289,24 +289,50 @@ def _chance_note(oracle: Sequence[dict]) -> str:
             "problem" + (f": {which}." if which else "."))
 
 
-def judge_note(choice: dict | None) -> str:
-    """What the consistency (judged) column measures, with the judge's precision and recall against blind readings
-    (bench/compare_judges.py's docs/judge_choice/judge_choice.json)."""
-    if not choice:
+def judge_note(measured: dict | None) -> str:
+    """What the consistency (judged) column measures, with the judge's precision and recall against the blind
+    readings of the test part (the measure_judge stage's metrics/judge/<dataset>/fold<k>.json)."""
+    if not measured or not measured.get("n"):
         return "consistency (judged): the share of problems the consistency judge (mwpgen/judge.py) accepts."
-    r, acc = choice["test_result"], choice["acc_eq_verdict_on_test"]
-    return (f"consistency (judged): the share of problems the consistency judge accepts ({choice['chosen']}; "
-            f"mwpgen/judge.py). Against {choice['test']} blind readings of generated problems that chose nothing "
-            f"(docs/judge_labels, {choice['test_consistent']} consistent) its precision is {r['precision']:.3f} and "
-            f"its recall {r['recall']:.3f} (ACC-eq's verdict there: {acc['precision']:.3f} and {acc['recall']:.3f}; "
-            f"docs/judge_choice), so it too overstates how many problems a reader finds right.")
+    test = measured["test"]
+    j, acc = test["judge"], test["acc_eq"]
+
+    def ratio(name: str, q: dict) -> str:
+        ci = q[f"{name}_ci"]
+        return "n/a" if q[name] is None else f"{q[name]:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+    return (f"consistency (judged): the share of problems the consistency judge accepts ({measured['judge']}; "
+            f"mwpgen/judge.py, chosen on development labels: docs/judge_choice). Against {test['n']} blind readings "
+            f"of generated problems for {measured['dataset']} fold {measured['fold']} test equations "
+            f"(docs/judge_labels, {test['consistent']} consistent) its precision is {ratio('precision', j)} and its "
+            f"recall {ratio('recall', j)} (ACC-eq's verdict: {ratio('precision', acc)} and {ratio('recall', acc)}; "
+            f"95% bootstrap intervals; stage measure_judge), so it too overstates how many problems a reader finds "
+            f"right.")
+
+
+def judge_summary(measured: dict | None) -> dict:
+    """report.json's record of the judge's measurement: per part, its and ACC-eq's precision and recall with their
+    intervals (numbers only, for `dvc metrics`); empty without one."""
+    if not measured or not measured.get("n"):
+        return {}
+    out: dict = {}
+    for part in ("dev", "test"):
+        rec = measured[part]
+        out[part] = {"n": rec["n"], "consistent": rec["consistent"]}
+        for verdict in ("judge", "acc_eq"):
+            q = rec[verdict]
+            out[part][verdict] = {"accepted": q["accepted"], **{
+                f"{name}{end}": value for name in ("precision", "recall") if q[name] is not None
+                for end, value in (("", round(q[name], 4)), ("_low", (q[f"{name}_ci"] or [None])[0]),
+                                   ("_high", (q[f"{name}_ci"] or [None, None])[1])) if value is not None}}
+    return out
 
 
 def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datasets: Sequence[str],
            deltas: dict[tuple[str, str], dict] | None = None, judge: dict | None = None) -> Table:
     """Table 2 with ACC-eq (equivalent) and the judged consistency beside the paper's exact ACC-eq, the chance row
     and the Δ columns. `oracle`: the evaluator's per-fold REFERENCE_METRICS (+ ``chance_equation``); `deltas`:
-    deltas_vs_gpt_pre; `judge`: the judge choice (judge_note)."""
+    deltas_vs_gpt_pre; `judge`: the judge's measurement (judge_note)."""
     metrics, deltas = TABLE2_METRICS, deltas or {}
     cells = aggregate(scores, metrics)
     refs = aggregate(oracle, REFERENCE_METRICS)

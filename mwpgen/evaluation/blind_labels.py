@@ -1,0 +1,78 @@
+"""Blind labels of generated problems (docs/judge_labels): what a judge of consistency is measured against.
+
+Readers labelled each problem by the rule of docs/evaluator_labels/README.md (1: solving it as written computes its
+equation) seeing only (equation, problem). Every problem belongs to one part: "dev" (written for validation
+equations; the only labels a judge may be fitted or tuned on) or "test" (written for test equations; they only
+measure). All of them were generated on LABELLED_FOLD, whose evaluator is the judge's parser.
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+from typing import Sequence
+
+LABELLED_FOLD = ("arithmetic", 0)  # the (dataset, fold) every labelled problem was generated on
+FIRST_READING = ("labels_a.csv", "labels_b.csv", "labels_c.csv", "labels_d.csv")  # four readers, a quarter each
+SECOND_READING = "labels_e.csv"  # the overlap, read again by a fifth reader who saw no other label
+PARTS = ("dev", "test")
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def readings(*paths: Path) -> dict[str, int]:
+    """uid -> label (0 or 1) from labels CSVs; a label that is neither is an error naming file and line."""
+    out: dict[str, int] = {}
+    for path in paths:
+        for line, row in enumerate(read_csv(path), start=2):
+            if row.get("label") not in ("0", "1"):
+                raise ValueError(f"{path}:{line}: label must be 0 or 1, got {row.get('label')!r} (uid {row.get('uid')})")
+            out[row["uid"]] = int(row["label"])
+    return out
+
+
+def read_labels(folder: Path) -> list[dict]:
+    """Every labelled problem (uid, equation, problem, part, label) in problems.csv's order, by its first reading."""
+    label = readings(*(folder / f for f in FIRST_READING))
+    part = {r["uid"]: r["part"] for r in read_csv(folder / "sources.csv")}
+    rows = read_csv(folder / "problems.csv")
+    for line, r in enumerate(rows, start=2):
+        if r["uid"] not in label or part.get(r["uid"]) not in PARTS:
+            what = "no label in " + ", ".join(FIRST_READING) if r["uid"] not in label else "no part in sources.csv"
+            raise ValueError(f"{folder / 'problems.csv'}:{line}: problem {r['uid']} has {what}")
+    return [{**r, "part": part[r["uid"]], "label": label[r["uid"]]} for r in rows]
+
+
+def _precision_recall(pairs: Sequence[tuple[bool, int]]) -> tuple[float | None, float | None]:
+    tp = sum(v and y for v, y in pairs)
+    accepted, positive = sum(v for v, _ in pairs), sum(y for _, y in pairs)
+    return (tp / accepted if accepted else None), (tp / positive if positive else None)
+
+
+def verdict_quality(verdicts: Sequence[bool], labels: Sequence[int], seed: int, resamples: int = 1000) -> dict:
+    """Precision and recall of yes/no verdicts against reading labels, with 95 % percentile bootstrap intervals
+    (problems resampled; a resample without an accepted or a consistent problem gives no value for that ratio)."""
+    pairs = list(zip(map(bool, verdicts), labels))
+    precision, recall = _precision_recall(pairs)
+    rng = random.Random(seed)
+    drawn: dict[str, list[float]] = {"precision": [], "recall": []}
+    for _ in range(resamples if pairs else 0):
+        p, r = _precision_recall([pairs[rng.randrange(len(pairs))] for _ in pairs])
+        for name, value in (("precision", p), ("recall", r)):
+            if value is not None:
+                drawn[name].append(value)
+
+    def interval(values: list[float]) -> list[float] | None:
+        if not values:
+            return None
+        values.sort()
+        return [round(values[int(0.025 * (len(values) - 1))], 4), round(values[int(0.975 * (len(values) - 1))], 4)]
+
+    tp = sum(v and y for v, y in pairs)
+    return {"precision": precision, "recall": recall, "precision_ci": interval(drawn["precision"]),
+            "recall_ci": interval(drawn["recall"]), "accepted": sum(v for v, _ in pairs), "tp": tp,
+            "fp": sum(v for v, _ in pairs) - tp, "fn": sum(y for _, y in pairs) - tp}

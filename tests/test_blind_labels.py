@@ -1,0 +1,52 @@
+"""The blind labels a judge is measured against: read exactly (an unreadable label is an error naming file and line),
+and precision / recall with their bootstrap intervals."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mwpgen.evaluation.blind_labels import FIRST_READING, read_labels, verdict_quality
+
+LABELS = Path(__file__).resolve().parent.parent / "docs" / "judge_labels"
+
+
+def test_committed_labels_read_with_their_parts():
+    rows = read_labels(LABELS)
+    assert len(rows) == len({r["uid"] for r in rows}) == 656
+    counts = {p: (sum(r["part"] == p for r in rows), sum(r["label"] for r in rows if r["part"] == p))
+              for p in ("dev", "test")}
+    assert counts == {"dev": (356, 71), "test": (300, 44)}  # docs/judge_labels/agreement.json
+
+
+def test_a_missing_or_unreadable_label_names_file_and_line(tmp_path):
+    folder = tmp_path / "labels"
+    shutil.copytree(LABELS, folder)
+    first = folder / FIRST_READING[0]
+    lines = first.read_text(encoding="utf-8").splitlines()
+    first.write_text("\n".join([lines[0], lines[1].replace(",0,", ",maybe,", 1)] + lines[2:]) + "\n", encoding="utf-8")
+    assert ",maybe," in first.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{FIRST_READING[0]}:2: label must be 0 or 1, got 'maybe'"):
+        read_labels(folder)
+    first.write_text("\n".join([lines[0]] + lines[2:]) + "\n", encoding="utf-8")  # the first problem unlabelled
+    uid = lines[1].split(",")[0]
+    line = next(i for i, row in enumerate((folder / "problems.csv").read_text(encoding="utf-8").splitlines(), 1)
+                if row.startswith(uid + ","))
+    with pytest.raises(ValueError, match=rf"problems.csv:{line}: problem {uid} has no label"):
+        read_labels(folder)
+
+
+def test_precision_recall_and_intervals():
+    verdicts = [1, 1, 1, 0, 0, 0, 1, 0] * 10
+    labels = [1, 1, 0, 1, 0, 0, 1, 0] * 10
+    q = verdict_quality(verdicts, labels, seed=1)
+    assert q["precision"] == pytest.approx(3 / 4) and q["recall"] == pytest.approx(3 / 4)
+    assert (q["accepted"], q["tp"], q["fp"], q["fn"]) == (40, 30, 10, 10)
+    for name in ("precision", "recall"):
+        low, high = q[f"{name}_ci"]
+        assert low < q[name] < high and high - low < 0.4
+    assert verdict_quality(verdicts, labels, seed=1) == q  # seeded
+    none = verdict_quality([0, 0], [1, 0], seed=1)
+    assert none["precision"] is None and none["precision_ci"] is None and none["recall"] == 0.0
