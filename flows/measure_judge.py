@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
-from mwpgen.evaluation.blind_labels import LABELLED_FOLD, PARTS, read_labels, verdict_quality
+from mwpgen.evaluation.blind_labels import LABELLED_FOLD, PARTS, measurement_paths, read_labels, verdict_quality
 from mwpgen.evaluation.metrics import equation_symbols
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.judge import JUDGE_RULE, judged
@@ -32,19 +32,18 @@ LABELS = PROJECT_ROOT / "docs" / "judge_labels"
 @flow(name="measure_judge")
 def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     log = get_run_logger()
-    paths = fold_paths(None, dataset, fold)
-    metrics_path, verdicts_path = paths.judge_metrics, paths.judge_verdicts
+    metrics_path, verdicts_path = measurement_paths(PROJECT_ROOT, dataset, fold)
     if (dataset, fold) != LABELLED_FOLD:
         write_jsonl(verdicts_path, [])
         result = {"dataset": dataset, "fold": fold, "n": 0,
                   "no_labels": f"the blind labels (docs/judge_labels) are of {LABELLED_FOLD[0]} fold {LABELLED_FOLD[1]}"}
         write_json(metrics_path, result)
         return result
-    cap = params.measure_judge.max_labels
+    cap = params.experiment.max_test_of(dataset)  # a measurement set: the smoke profile's cap applies to it too
     rows = [r for part in PARTS for r in [r for r in read_labels(LABELS) if r["part"] == part][: cap or None]]
     with fold_run(EVALUATOR.name, dataset, fold, "measure_judge") as run:
         start = time.time()
-        parsed = predict_equations(params, paths.evaluator.model_dir,
+        parsed = predict_equations(params, fold_paths(None, dataset, fold).evaluator.model_dir,
                                    [r["problem"] for r in rows])
         parse_s = time.time() - start
         for r, parse in zip(rows, parsed):

@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config.schema import Params
-from mwpgen.evaluation.blind_labels import LABELLED_FOLD
+from mwpgen.evaluation.blind_labels import LABELLED_FOLD, measurement_paths
 from mwpgen.evaluation.report import (BASELINE, FULL_MODEL, REFERENCE_METRICS, SMOKE_BANNER, ablation_runs,
                                       ablation_summary, deltas_vs_gpt_pre, judge_summary, mark_subsamples,
                                       seed_summary, selection_summary, summary, table2, table3, table4, table5)
@@ -27,7 +27,7 @@ from tracking.runs import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
 # The judge's precision and recall against blind readings (stage measure_judge; the labels are of one fold)
-JUDGE_MEASURED = fold_paths(None, *LABELLED_FOLD).judge_metrics
+JUDGE_MEASURED = measurement_paths(PROJECT_ROOT, *LABELLED_FOLD)[0]
 # The selector's seed checks (python -m flows.sweep_selector --grid seeds; on the H200: python -m mwpgen.selector_sweep)
 SEED_SWEEPS = {"cpu_40_steps": PROJECT_ROOT / "docs" / "selector_sweep_seeds.json",
                "h200_40_steps": PROJECT_ROOT / "docs" / "gpu" / "selector-seeds" / "sweep_seeds_h200.json",

@@ -72,16 +72,6 @@ class FoldPaths:
         return self.root / "metrics" / "keywords" / self.dataset / f"fold{self.fold}.json"
 
     @property
-    def judge_metrics(self) -> Path:
-        """The consistency judge's precision and recall against the fold's blind labels (stage measure_judge)."""
-        return self.root / "metrics" / "judge" / self.dataset / f"fold{self.fold}.json"
-
-    @property
-    def judge_verdicts(self) -> Path:
-        """The judge's verdict and the evaluator's parse of each blind-labelled problem."""
-        return self.root / "results" / "judge" / self.dataset / f"fold{self.fold}.jsonl"
-
-    @property
     def oracle(self) -> Path:
         """The evaluator's parse of every real test problem (its accuracy is the oracle ACC-eq)."""
         return self.root / "data" / "oracle" / self.dataset / f"fold{self.fold}.jsonl"

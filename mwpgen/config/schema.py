@@ -282,11 +282,6 @@ class EvaluateParams(Section):
     meteor_timeout_s: float = Field(600.0, gt=0, description="Watchdog on the METEOR JVM.")
 
 
-class MeasureJudgeParams(Section):
-    max_labels: int = Field(0, ge=0, description="Blind labels per part (dev, test) the judge is measured on: the "
-                            "first of docs/judge_labels' seeded order (0 = all).")
-
-
 def _fold_list(folds: list[int]) -> list[int]:
     """Distinct, non-negative fold indices (the upper bound, split.n_folds, is checked by Params)."""
     if any(k < 0 for k in folds) or len(set(folds)) != len(folds):
@@ -360,7 +355,6 @@ class Params(Section):
     train: TrainParams = TrainParams()
     generate: GenerateParams = GenerateParams()
     evaluate: EvaluateParams = EvaluateParams()
-    measure_judge: MeasureJudgeParams = MeasureJudgeParams()
     ablation: AblationParams = AblationParams()
 
     @model_validator(mode="after")

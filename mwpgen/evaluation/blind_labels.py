@@ -19,6 +19,12 @@ SECOND_READING = "labels_e.csv"  # the overlap, read again by a fifth reader who
 PARTS = ("dev", "test")
 
 
+def measurement_paths(root: Path, dataset: str, fold: int) -> tuple[Path, Path]:
+    """Where the measure_judge stage writes a fold's measurement: (its metrics JSON, the per-problem verdicts)."""
+    name = Path(dataset) / f"fold{fold}"
+    return root / "metrics" / "judge" / f"{name}.json", root / "results" / "judge" / f"{name}.jsonl"
+
+
 def read_csv(path: Path) -> list[dict]:
     with open(path, newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
