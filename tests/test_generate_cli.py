@@ -178,7 +178,7 @@ def test_no_default_model_says_how_to_get_one(capsys, monkeypatch, tmp_path):
     assert str(tmp_path / "models" / "ours" / "arithmetic" / "fold0") in err
     for how in ("dvc repro train_ours@arithmetic-0", "python -m orchestration.pipeline",
                 "dvc pull train_ours@arithmetic-0", "--model", "models:/mwpgen-ours/", "runs:/RUN/mwpgen-ours",
-                "2-core AVX512-BF16 CPU", "about 78 min for ours", "0.6 min of data stages", "138.0 min"):
+                "2-core AVX512-BF16 CPU", "about 78 min for ours", "0.6 min of data stages", "139.1 min"):
         assert how in err, how
     (tmp_path / "params.yaml").write_text("experiment:\n  datasets: [mawps]\n  folds: [2]\n")
     code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
