@@ -31,7 +31,6 @@ LABELS = PROJECT_ROOT / "docs" / "judge_labels"
 
 @flow(name="measure_judge")
 def measure_judge(params: Params, dataset: str, fold: int) -> dict:
-    log = get_run_logger()
     metrics_path, verdicts_path = measurement_paths(PROJECT_ROOT, dataset, fold)
     if (dataset, fold) != LABELLED_FOLD:
         write_jsonl(verdicts_path, [])
@@ -39,6 +38,7 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
                   "no_labels": f"the blind labels (docs/judge_labels) are of {LABELLED_FOLD[0]} fold {LABELLED_FOLD[1]}"}
         write_json(metrics_path, result)
         return result
+    log = get_run_logger()
     cap = params.experiment.max_test_of(dataset)  # a measurement set: the smoke profile's cap applies to it too
     rows = [r for part in PARTS for r in [r for r in read_labels(LABELS) if r["part"] == part][: cap or None]]
     with fold_run(EVALUATOR.name, dataset, fold, "measure_judge") as run:

@@ -3,6 +3,7 @@ and precision / recall with their bootstrap intervals."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -50,3 +51,14 @@ def test_precision_recall_and_intervals():
     assert verdict_quality(verdicts, labels, seed=1) == q  # seeded
     none = verdict_quality([0, 0], [1, 0], seed=1)
     assert none["precision"] is None and none["precision_ci"] is None and none["recall"] == 0.0
+
+
+def test_a_fold_without_labels_records_that_it_has_none(tmp_path, monkeypatch):
+    import flows.measure_judge as stage
+    from mwpgen.config.schema import Params
+
+    monkeypatch.setattr(stage, "PROJECT_ROOT", tmp_path)
+    result = stage.measure_judge.fn(Params(), "mawps", 0)  # the flow's body: no Prefect run, no model loaded
+    written = json.loads((tmp_path / "metrics" / "judge" / "mawps" / "fold0.json").read_text())
+    assert result == written and written["n"] == 0 and "arithmetic fold 0" in written["no_labels"]
+    assert (tmp_path / "results" / "judge" / "mawps" / "fold0.jsonl").read_text() == ""
