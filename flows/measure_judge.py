@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
 from mwpgen.evaluation.blind_labels import LABELLED_FOLD, PARTS, measurement_paths, read_labels, verdict_quality
-from mwpgen.evaluation.metrics import equation_symbols
+from mwpgen.evaluation.metrics import equation_matches
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.judge import JUDGE_RULE, judged
 from mwpgen.paths import PROJECT_ROOT
@@ -40,20 +40,21 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
         return result
     log = get_run_logger()
     cap = params.experiment.max_test_of(dataset)  # a measurement set: the smoke profile's cap applies to it too
-    rows = [r for part in PARTS for r in [r for r in read_labels(LABELS) if r["part"] == part][: cap or None]]
+    labelled = read_labels(LABELS)
+    rows = [r for part in PARTS for r in [r for r in labelled if r["part"] == part][: cap or None]]
     with fold_run(EVALUATOR.name, dataset, fold, "measure_judge") as run:
         start = time.time()
         parsed = predict_equations(params, fold_paths(None, dataset, fold).evaluator.model_dir,
                                    [r["problem"] for r in rows])
         parse_s = time.time() - start
-        for r, parse in zip(rows, parsed):
-            r["parsed"], r["judged"] = parse, judged(parse, r["equation"], r["problem"])
-            r["acc_eq"] = equation_symbols(parse) == equation_symbols(r["equation"])
+        matches = equation_matches(parsed, [r["equation"] for r in rows])  # ACC-eq's own verdict
+        for r, parse, match in zip(rows, parsed, matches):
+            r["parsed"], r["judged"], r["acc_eq"] = parse, judged(parse, r["equation"], r["problem"]), match
         result = {"dataset": dataset, "fold": fold, "judge": JUDGE_RULE, "n": len(rows), "labels": "docs/judge_labels",
                   "parse_s": round(parse_s, 1)}
+        seed = params.experiment.seed
         for part in PARTS:
             of = [r for r in rows if r["part"] == part]
-            seed = params.experiment.seed
             result[part] = {"n": len(of), "consistent": sum(r["label"] for r in of),
                             "judge": verdict_quality([r["judged"] for r in of], [r["label"] for r in of], seed),
                             "acc_eq": verdict_quality([r["acc_eq"] for r in of], [r["label"] for r in of], seed)}

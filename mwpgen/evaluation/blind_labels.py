@@ -53,9 +53,12 @@ def read_labels(folder: Path) -> list[dict]:
     return [{**r, "part": part[r["uid"]], "label": label[r["uid"]]} for r in rows]
 
 
-def _precision_recall(pairs: Sequence[tuple[bool, int]]) -> tuple[float | None, float | None]:
-    tp = sum(v and y for v, y in pairs)
-    accepted, positive = sum(v for v, _ in pairs), sum(y for _, y in pairs)
+def _counts(pairs: Sequence[tuple[bool, int]]) -> tuple[int, int, int]:
+    """(true positives, accepted, consistent) of (verdict, label) pairs."""
+    return sum(v and y for v, y in pairs), sum(v for v, _ in pairs), sum(y for _, y in pairs)
+
+
+def _ratios(tp: int, accepted: int, positive: int) -> tuple[float | None, float | None]:
     return (tp / accepted if accepted else None), (tp / positive if positive else None)
 
 
@@ -63,11 +66,12 @@ def verdict_quality(verdicts: Sequence[bool], labels: Sequence[int], seed: int, 
     """Precision and recall of yes/no verdicts against reading labels, with 95 % percentile bootstrap intervals
     (problems resampled; a resample without an accepted or a consistent problem gives no value for that ratio)."""
     pairs = list(zip(map(bool, verdicts), labels))
-    precision, recall = _precision_recall(pairs)
+    tp, accepted, positive = _counts(pairs)
+    precision, recall = _ratios(tp, accepted, positive)
     rng = random.Random(seed)
     drawn: dict[str, list[float]] = {"precision": [], "recall": []}
     for _ in range(resamples if pairs else 0):
-        p, r = _precision_recall([pairs[rng.randrange(len(pairs))] for _ in pairs])
+        p, r = _ratios(*_counts([pairs[rng.randrange(len(pairs))] for _ in pairs]))
         for name, value in (("precision", p), ("recall", r)):
             if value is not None:
                 drawn[name].append(value)
@@ -78,7 +82,6 @@ def verdict_quality(verdicts: Sequence[bool], labels: Sequence[int], seed: int, 
         values.sort()
         return [round(values[int(0.025 * (len(values) - 1))], 4), round(values[int(0.975 * (len(values) - 1))], 4)]
 
-    tp = sum(v and y for v, y in pairs)
     return {"precision": precision, "recall": recall, "precision_ci": interval(drawn["precision"]),
-            "recall_ci": interval(drawn["recall"]), "accepted": sum(v for v, _ in pairs), "tp": tp,
-            "fp": sum(v for v, _ in pairs) - tp, "fn": sum(y for _, y in pairs) - tp}
+            "recall_ci": interval(drawn["recall"]), "accepted": accepted, "tp": tp, "fp": accepted - tp,
+            "fn": positive - tp}

@@ -315,17 +315,19 @@ def judge_summary(measured: dict | None) -> dict:
     intervals (numbers only, for `dvc metrics`); empty without one."""
     if not measured or not measured.get("n"):
         return {}
-    out: dict = {}
-    for part in ("dev", "test"):
-        rec = measured[part]
-        out[part] = {"n": rec["n"], "consistent": rec["consistent"]}
-        for verdict in ("judge", "acc_eq"):
-            q = rec[verdict]
-            out[part][verdict] = {"accepted": q["accepted"], **{
-                f"{name}{end}": value for name in ("precision", "recall") if q[name] is not None
-                for end, value in (("", round(q[name], 4)), ("_low", (q[f"{name}_ci"] or [None])[0]),
-                                   ("_high", (q[f"{name}_ci"] or [None, None])[1])) if value is not None}}
-    return out
+
+    def numbers(q: dict) -> dict:
+        out = {"accepted": q["accepted"]}
+        for name in ("precision", "recall"):
+            if q[name] is not None:
+                out[name] = round(q[name], 4)
+                if q[f"{name}_ci"]:
+                    out[f"{name}_low"], out[f"{name}_high"] = q[f"{name}_ci"]
+        return out
+
+    return {part: {"n": measured[part]["n"], "consistent": measured[part]["consistent"],
+                   **{verdict: numbers(measured[part][verdict]) for verdict in ("judge", "acc_eq")}}
+            for part in ("dev", "test")}
 
 
 def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datasets: Sequence[str],
