@@ -51,17 +51,37 @@ def _kill_when_training(api_url: str, fold: int, clones: list[Path], done: threa
         evaluator_done = any((c / "models" / "mwp2eq" / "arithmetic" / f"fold{fold}").exists() for c in clones)
         if running and evaluator_done:
             run_id = str(running[0].id)
-            for proc in psutil.process_iter():
-                try:
-                    if proc.environ().get("PREFECT__FLOW_RUN_ID") == run_id:
-                        victims = [proc, *proc.children(recursive=True)]
-                        for p in victims:
-                            p.send_signal(signal.SIGKILL)
-                        log.append((run_id, len(victims)))
-                        return
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    continue
+            top = _top_process_of(run_id)
+            if top is not None:
+                # The whole tree at once, top first, as when the machine dies. Killing only a stage below it would
+                # let the flow run see its child fail and end FAILED rather than CRASHED.
+                victims = [top, *top.children(recursive=True)]
+                for p in victims:
+                    try:
+                        p.send_signal(signal.SIGKILL)
+                    except psutil.NoSuchProcess:
+                        pass
+                log.append((run_id, len(victims)))
+                return
         time.sleep(0.5)
+
+
+def _top_process_of(run_id: str) -> psutil.Process | None:
+    """The flow run's own process: the one carrying its id whose parent does not (its stages inherit the id, and
+    process ids are not ordered by age once they wrap)."""
+    def carries(proc: psutil.Process | None) -> bool:
+        try:
+            return proc is not None and proc.environ().get("PREFECT__FLOW_RUN_ID") == run_id
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return False
+
+    for proc in psutil.process_iter():
+        try:
+            if carries(proc) and not carries(proc.parent()):
+                return proc
+        except psutil.NoSuchProcess:
+            continue
+    return None
 
 
 @pytest.fixture(scope="module")
