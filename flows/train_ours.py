@@ -8,6 +8,7 @@ deletes before a rerun); the finished model is models/<model>/<dataset>/fold<k>/
 
 from __future__ import annotations
 
+import json
 import math
 
 from prefect import flow, get_run_logger
@@ -25,6 +26,21 @@ from tracking.runs import fold_run
 CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq", "selected_frac", "written_tokens", "val_loss")
 
 
+def evaluator_parse_accuracy(paths) -> float:
+    """The fold's evaluator's best validation parse accuracy: what the co-trained mwp2eq reaches before it drives
+    L_eq (mwpgen/ours/parser_gate.py)."""
+    path = paths.evaluator.train_metrics
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: ours' co-trained mwp2eq is trained up to the evaluator's parse "
+                                f"accuracy, so the evaluator comes first (dvc repro "
+                                f"train_evaluator@{paths.dataset}-{paths.fold})")
+    metrics = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(metrics.get("best_val_parse_accuracy"), (int, float)):
+        raise ValueError(f"{path}: no best_val_parse_accuracy (rerun: dvc repro train_evaluator@{paths.dataset}-"
+                         f"{paths.fold})")
+    return float(metrics["best_val_parse_accuracy"])
+
+
 @flow(name="train_ours")
 def train_ours(params: Params, dataset: str, fold: int, variant: str | None = None) -> dict:
     log = get_run_logger()
@@ -36,6 +52,7 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
     paths = fold_paths(model, dataset, fold)
     keywords = fold_keywords(paths, cfg.context, "train") if cfg.context != "selector" else None
     warm_start = cfg.context == "selector" and cfg.selector_init == "keywords"
+    mwp2eq_target = evaluator_parse_accuracy(paths) if cfg.equation_loss and data.validation else None
     tfidf = fold_keywords(paths, "tfidf", "train") if warm_start else None
     with fold_run(model, dataset, fold, "train") as run:
         run.params({"model_id": params.train.model, "variant": variant or "full", "n_train": len(data.train),
@@ -49,7 +66,8 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
             params, cfg, epoch_examples(data.train, keywords, params.keywords.dropout, exp.seed), paths,
             on_log=lambda rec: run.metrics({f"train_{k}": v for k, v in rec.items() if k not in ("step", "epoch")},
                                            step=rec["step"]), validation=validation,
-            selector_keywords=[tfidf[r["id"]] for r in data.train] if warm_start else None)
+            selector_keywords=[tfidf[r["id"]] for r in data.train] if warm_start else None,
+            mwp2eq_target=mwp2eq_target)
         for v in result["val"]:
             run.metrics({"val_loss": v["val_loss"]}, step=v["step"])
         history = result["history"]
@@ -59,7 +77,7 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
                    "device": result["device"], "n_validation": len(data.validation),
                    "best_steps": result["best_steps"],
                    "stopped_early": sorted(h["stopped_phase"] for h in history if "stopped_phase" in h),
-                   "mwp2eq_val_accuracy": result["mwp2eq_val_accuracy"],
+                   "mwp2eq_val_accuracy": result["mwp2eq_val_accuracy"], "mwp2eq_gate": result["mwp2eq_gate"],
                    "selector_warm_start": result["selector_warm_start"]}
         for phase in (1, 2):
             summary = phase_summary(history, phase, math.ceil(len(data.train) / cfg.batch_size),

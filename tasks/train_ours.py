@@ -17,9 +17,11 @@ from mwpgen.runtime import resolve_device
 @task(cache_policy=NO_CACHE)
 def train_ours_bundle(params: Params, cfg: OursTrainParams, examples: Callable[[int, int], Sequence[JointExample]],
                       paths: FoldPaths, on_log, validation: Sequence[JointExample] = (),
-                      selector_keywords: Sequence[Sequence[str]] | None = None) -> dict:
+                      selector_keywords: Sequence[Sequence[str]] | None = None,
+                      mwp2eq_target: float | None = None) -> dict:
     return train_and_save(cfg, examples, model_id=params.train.model, device=resolve_device(params.train.device),
                           seed=params.experiment.seed, mixed_precision=params.train.mixed_precision,
                           log_every=params.train.log_every, bundle_dir=paths.model_dir, resume_dir=paths.resume_dir,
                           dropout=params.keywords.dropout, selector_keywords=selector_keywords,
-                          evaluator_dir=paths.evaluator.model_dir, on_log=on_log, validation=validation)
+                          evaluator_dir=paths.evaluator.model_dir, on_log=on_log, validation=validation,
+                          mwp2eq_target=mwp2eq_target)

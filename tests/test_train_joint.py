@@ -249,3 +249,84 @@ def test_the_co_trained_mwp2eq_reads_several_batches_per_phase1_step(tiny_path, 
     epoch = lambda i: sorted(map(tuple, (b for batch in mwp2eq_batches[i::3] for b in batch)))  # noqa: E731
     assert epoch(1) == epoch(2) == epoch(0)  # each pass: every problem once in the epoch
     assert mwp2eq_batches[1::3] != mwp2eq_batches[0::3]  # in its own order
+
+
+def _scripted_gate(monkeypatch, accuracies: list[float]) -> list:
+    """parser_gate with its parse accuracies read from `accuracies` in turn; returns the mwp2eq's weights after
+    each of its training batches (one layer, enough to tell them apart)."""
+    import mwpgen.ours.parser_gate as gate
+
+    script, after_batch = iter(accuracies), []
+    real_step = gate.mwp2eq_step
+
+    def step(models, batch, *a):
+        out = real_step(models, batch, *a)
+        after_batch.append(models.mwp2eq.model.layers[0].mlp.up_proj.weight.detach().clone())
+        return out
+
+    monkeypatch.setattr(gate, "parse_accuracy", lambda *a, **k: next(script))
+    monkeypatch.setattr(gate, "mwp2eq_step", step)
+    return after_batch
+
+
+def _gate(tiny_path, target: float, eval_every: int):
+    from mwpgen.ours.inputs import encode_joint
+    from mwpgen.ours.parser_gate import reach_parse_accuracy
+    from mwpgen.ours.steps import make_optimizers
+
+    models = fresh_models(tiny_path)
+    cfg = settings(eval_every=eval_every)
+    encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in EXAMPLES]
+    start = models.mwp2eq.model.layers[0].mlp.up_proj.weight.detach().clone()
+    optimizers = make_optimizers(models, lr=1e-2, selector_lr=1e-2)
+    record = reach_parse_accuracy(models, encoded, ["p"], ["x = num1"], cfg, optimizers, target=target, seed=3)
+    return models, start, record
+
+
+def test_the_co_trained_mwp2eq_learns_on_until_it_reaches_the_evaluator(tiny_path, monkeypatch):
+    """Measured every eval_every batches; it stops at the first measurement that reaches the target."""
+    after_batch = _scripted_gate(monkeypatch, [0.2, 0.4, 0.6, 0.9])
+    models, start, record = _gate(tiny_path, target=0.5, eval_every=1)
+    assert record["reached"] and record["batches"] == 2 and record["accuracy"] == 0.6 and record["kept_at"] == 2
+    assert [m["accuracy"] for m in record["measurements"]] == [0.2, 0.4, 0.6] and record["start"] == 0.2
+    assert len(after_batch) == 2 and not torch.equal(after_batch[-1], start)
+    assert torch.equal(models.mwp2eq.model.layers[0].mlp.up_proj.weight, after_batch[-1])
+
+
+def test_a_parser_that_never_reaches_it_spends_one_epoch_and_keeps_its_best(tiny_path, monkeypatch):
+    """5 problems in batches of 2: one epoch is 3 batches; the best measurement (after batch 1) is what goes on."""
+    after_batch = _scripted_gate(monkeypatch, [0.3, 0.5, 0.1, 0.4, 0.99])
+    models, _, record = _gate(tiny_path, target=0.9, eval_every=1)
+    assert not record["reached"] and record["batches"] == 3 and len(after_batch) == 3
+    assert record["accuracy"] == 0.5 and record["kept_at"] == 1
+    assert torch.equal(models.mwp2eq.model.layers[0].mlp.up_proj.weight, after_batch[0])
+
+
+def test_a_parser_already_there_is_not_trained(tiny_path, monkeypatch):
+    after_batch = _scripted_gate(monkeypatch, [0.7])
+    models, start, record = _gate(tiny_path, target=0.7, eval_every=0)
+    assert record["reached"] and record["batches"] == 0 and after_batch == []
+    assert torch.equal(models.mwp2eq.model.layers[0].mlp.up_proj.weight, start)
+
+
+def test_the_gate_runs_between_the_phases_and_only_with_l_eq(tiny_path, monkeypatch):
+    """train_joint with the evaluator's accuracy: the gate runs once as phase 2 starts, before any phase-2 step, and
+    its kept accuracy is the one recorded; without L_eq there is no parser to gate."""
+    import mwpgen.ours.training as training
+
+    order = []
+    _scripted_gate(monkeypatch, [0.1, 0.8])
+    real_phase2, real_gate = training.phase2_step, training.reach_parse_accuracy
+    monkeypatch.setattr(training, "phase2_step", lambda *a: (order.append("phase2"), real_phase2(*a))[1])
+    monkeypatch.setattr(training, "reach_parse_accuracy", lambda *a, **k: (order.append("gate"),
+                                                                           real_gate(*a, **k))[1])
+    out = train_joint(fresh_models(tiny_path), EXAMPLES[:3], settings(phase1=1, max2=2, eval_every=1), seed=2,
+                      log_every=10, validation=EXAMPLES[3:], dropout=0.0, mwp2eq_target=0.5)
+    assert order == ["gate", "phase2", "phase2"]
+    assert out["mwp2eq_gate"]["batches"] == 1 and out["mwp2eq_val_accuracy"] == 0.8
+    order.clear()
+    gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
+    out = train_joint(JointModels(gen, None, tok, ContextSelector.from_model(gen)), EXAMPLES[:3],
+                      settings(phase1=1, max2=1, equation_loss=False), seed=2, log_every=10,
+                      validation=EXAMPLES[3:], dropout=0.0, mwp2eq_target=0.5)
+    assert out["mwp2eq_gate"] is None and "gate" not in order

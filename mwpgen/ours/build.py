@@ -50,11 +50,12 @@ def warm_start_selector(models: JointModels, cfg: OursTrainParams, examples: Seq
 def train_and_save(cfg: OursTrainParams, examples: Callable[[int, int], Sequence[JointExample]], *, model_id: str,
                    device: str, seed: int, mixed_precision: bool, log_every: int, bundle_dir: Path, resume_dir: Path,
                    dropout: float, selector_keywords: Sequence[Sequence[str]] | None = None,
-                   evaluator_dir: Path | None = None, on_log=None, validation: Sequence[JointExample] = ()) -> dict:
+                   evaluator_dir: Path | None = None, on_log=None, validation: Sequence[JointExample] = (),
+                   mwp2eq_target: float | None = None) -> dict:
     """Build ours, warm-start its selector on `selector_keywords` (each training example's TF-IDF keywords; with
     selector_init = keywords), train both phases (resuming from `resume_dir`; training.py chooses each component's
-    checkpoint on `validation`), save the bundle (with the co-trained mwp2eq, when there is one, for verified
-    generation); the finished bundle supersedes the resume state, which is deleted."""
+    checkpoint on `validation`; the co-trained mwp2eq reaches `mwp2eq_target` first, training.py), save the bundle
+    (with the co-trained mwp2eq, when there is one, for verified generation); the finished bundle supersedes the resume state, which is deleted."""
     models = build_models(cfg, model_id, device=device, seed=seed, mixed_precision=mixed_precision,
                           evaluator_dir=evaluator_dir)
     warm_start = None
@@ -63,8 +64,9 @@ def train_and_save(cfg: OursTrainParams, examples: Callable[[int, int], Sequence
             raise ValueError("selector_init = keywords needs each training problem's keywords (selector_keywords)")
         warm_start = warm_start_selector(models, cfg, examples(1, 0), selector_keywords)
     result = train_joint(models, examples, cfg, seed=seed, log_every=log_every, state_dir=resume_dir,
-                         fingerprint_extra={"model": model_id, "device": device, "precision": str(models.amp_dtype)},
-                         on_log=on_log, validation=validation, dropout=dropout)
+                         fingerprint_extra={"model": model_id, "device": device, "precision": str(models.amp_dtype),
+                                            "mwp2eq_target": mwp2eq_target},
+                         on_log=on_log, validation=validation, dropout=dropout, mwp2eq_target=mwp2eq_target)
     save_bundle(bundle_dir, models.generator, models.tokenizer, models.selector,
                 {"context": cfg.context, "selector": cfg.selector, "threshold": cfg.threshold,
                  "max_problem_tokens": cfg.max_problem_tokens, "context_tokens": cfg.context_tokens,

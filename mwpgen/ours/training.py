@@ -14,8 +14,8 @@ picks (selection.context_lm_loss): phase 1 keeps the selector of lowest loss and
 selector's bad stretch neither stops nor resets the generator or the parser); phase 2 keeps the generator of
 lowest loss, counting the one it starts from, and stops after `patience` measurements without a better one, as
 GPT-pre does (mwpgen/lm/training.py). The co-trained mwp2eq is never rolled back: it only learns its own NLL on
-real problems. Its exact parse accuracy on the validation problems is measured as phase 2 starts, the moment it
-begins to drive L_eq.
+real problems. As phase 2 starts, the moment it begins to drive L_eq, its exact parse accuracy on the validation
+problems is measured and, given the evaluator's (`mwp2eq_target`), it learns on until it reaches it (parser_gate.py).
 
 Paper (supplementary "Training Details"): Adam, lr 5e-5, constant (no schedule is mentioned); the schedulers
 here are constant and exist so that a schedule change cannot silently break resumption.
@@ -34,6 +34,7 @@ from mwpgen import resume
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.training import parse_accuracy
 from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
+from mwpgen.ours.parser_gate import reach_parse_accuracy
 from mwpgen.ours.selection import context_lm_loss
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.ours.steps import JointModels, make_optimizers, mwp2eq_step, phase1_step, \
@@ -75,6 +76,7 @@ def train_joint(
     on_step: Callable[[int], None] | None = None,
     validation: Sequence[JointExample] = (),
     dropout: float,
+    mwp2eq_target: float | None = None,
 ) -> dict:
     """Run phase 1 then phase 2 with the settings of `train.ours` (`cfg`). `examples` is a list or `(phase,
     epoch) -> list` (fresh keyword dropout per epoch, reproducible). Resumes from `state_dir/state.pt` when it
@@ -83,8 +85,10 @@ def train_joint(
     With `validation` problems, the generator's loss on them with the context the selector picks (or their
     keywords) is measured every `cfg.eval_every` steps, at each phase's end and as phase 2 starts; the selector and
     the generator end with their best weights (module docstring). `dropout`: keyword dropout (keywords.dropout).
+    `mwp2eq_target`: the evaluator's validation parse accuracy, which the co-trained mwp2eq reaches (or spends one
+    more epoch trying to) before phase 2 when it drives L_eq; None: measured only.
     Returns {"history": per-step loss dicts, "val": [{step, phase, val_loss}], "best_steps": {component: step},
-    "mwp2eq_val_accuracy" (None without a mwp2eq or validation),
+    "mwp2eq_val_accuracy" (None without a mwp2eq or validation), "mwp2eq_gate" (parser_gate's record, or None),
     "steps": (S1, S2) scheduled, "steps_run": the steps each phase ran (fewer after an early stop), "wall_time_s",
     "resumed_from"}."""
     get = examples if callable(examples) else (lambda _p, _e: examples)
@@ -104,7 +108,8 @@ def train_joint(
         return EarlyStopping({name: modules[name]} if name in modules else {}, patience)
 
     stopping = phase_stopping(1)
-    run: dict = {"step": 0, "history": [], "val": [], "best_steps": {}, "mwp2eq_val_accuracy": None}
+    run: dict = {"step": 0, "history": [], "val": [], "best_steps": {}, "mwp2eq_val_accuracy": None,
+                 "mwp2eq_gate": None}
     state = checkpoints.load()
     if state is not None:
         for k, m in modules.items():
@@ -172,9 +177,16 @@ def train_joint(
         if validation:
             validate(2, s1)
             if models.mwp2eq is not None and cfg.equation_loss:
-                run["mwp2eq_val_accuracy"] = parse_accuracy(
-                    models.mwp2eq, models.tokenizer, [ex.problem for ex in validation],
-                    [ex.equation for ex in validation], batch_size=16, device=next(models.mwp2eq.parameters()).device)
+                problems, equations = [ex.problem for ex in validation], [ex.equation for ex in validation]
+                if mwp2eq_target is None:
+                    run["mwp2eq_val_accuracy"] = parse_accuracy(models.mwp2eq, models.tokenizer, problems, equations,
+                                                                batch_size=16,
+                                                                device=next(models.mwp2eq.parameters()).device)
+                else:
+                    encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in get(2, 0)]
+                    run["mwp2eq_gate"] = reach_parse_accuracy(models, encoded, problems, equations, cfg, optimizers,
+                                                              target=mwp2eq_target, seed=seed)
+                    run["mwp2eq_val_accuracy"] = run["mwp2eq_gate"]["accuracy"]
                 print(f"co-trained mwp2eq: exact parse accuracy {run['mwp2eq_val_accuracy']:.3f} on the "
                       f"{len(validation)} validation problems as phase 2 starts", flush=True)
         run["phase2_started"] = True
@@ -223,7 +235,7 @@ def train_joint(
         m.eval()
     steps_run = tuple(sum(h["phase"] == p for h in history) for p in (1, 2))
     return {"history": history, "val": run["val"], "best_steps": run["best_steps"], "steps": (s1, s2),
-            "mwp2eq_val_accuracy": run["mwp2eq_val_accuracy"],
+            "mwp2eq_val_accuracy": run["mwp2eq_val_accuracy"], "mwp2eq_gate": run.get("mwp2eq_gate"),
             "steps_run": steps_run, "wall_time_s": time.perf_counter() - t0, "resumed_from": resumed_from}
 
 
