@@ -65,3 +65,24 @@ def test_a_stage_that_succeeds_ends_its_process_after_the_exit_handlers(tmp_path
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout == "stage output"
     assert done.read_text() == "yes"
+
+
+def test_train_ours_without_the_evaluator_names_the_file_and_the_stage_to_run(tmp_path):
+    """ours' co-trained mwp2eq is trained up to the evaluator's parse accuracy: without the evaluator's metrics (or
+    with metrics that lack it) the error names the file and the stage that writes it."""
+    import pytest
+
+    from flows.train_ours import evaluator_parse_accuracy
+    from mwpgen.paths import FoldPaths
+
+    paths = FoldPaths(tmp_path, "ours", "mawps", 2)
+    with pytest.raises(FileNotFoundError, match=r"metrics/train/mwp2eq/mawps/fold2\.json is missing.*"
+                                                r"dvc repro train_evaluator@mawps-2"):
+        evaluator_parse_accuracy(paths)
+    metrics = paths.evaluator.train_metrics
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text('{"steps": 3}', encoding="utf-8")
+    with pytest.raises(ValueError, match="no best_val_parse_accuracy"):
+        evaluator_parse_accuracy(paths)
+    metrics.write_text('{"best_val_parse_accuracy": 0.67}', encoding="utf-8")
+    assert evaluator_parse_accuracy(paths) == 0.67
