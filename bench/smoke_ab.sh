@@ -3,13 +3,15 @@
 # hardlink (`dvc config --local cache.type hardlink,symlink` in the clone). Run with nothing else on the CPU:
 #   MWPGEN_MIRROR=../shared/data/raw bash bench/smoke_ab.sh      (docs/stage_overhead.md)
 repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
 for arm in copy hardlink; do
-  d=$(mktemp -d)/smoke_$arm
+  clone=$work/smoke_$arm
   start=$(date +%s.%N)
-  git clone -q "$repo" "$d" && cd "$d" && ln -s "$repo/.venv" .venv
-  [ $arm = hardlink ] && .venv/bin/dvc config --local cache.type hardlink,symlink
-  bash scripts/run.sh python -m orchestration.pipeline --profile smoke --no-push > "$repo/smoke_$arm.log" 2>&1
+  # a failed clone must stop here: the pipeline below would otherwise run in the caller's checkout
+  git clone -q "$repo" "$clone" && cd "$clone" && ln -s "$repo/.venv" .venv || exit 1
+  if [ $arm = hardlink ]; then .venv/bin/dvc config --local cache.type hardlink,symlink || exit 1; fi
+  bash scripts/run.sh python -m orchestration.pipeline --profile smoke --no-push > "$work/smoke_$arm.log" 2>&1
   rc=$?
-  echo "$arm: exit $rc, $(echo "$(date +%s.%N) - $start" | bc) s from the clone (log: smoke_$arm.log)"
-  cd /; rm -rf "$d"
+  echo "$arm: exit $rc, $(echo "$(date +%s.%N) - $start" | bc) s from the clone (log: $work/smoke_$arm.log)"
+  cd "$work" && rm -rf "$clone"
 done

@@ -70,8 +70,6 @@ def test_a_stage_that_succeeds_ends_its_process_after_the_exit_handlers(tmp_path
 def test_train_ours_without_the_evaluator_names_the_file_and_the_stage_to_run(tmp_path):
     """ours' co-trained mwp2eq is trained up to the evaluator's parse accuracy: without the evaluator's metrics (or
     with metrics that lack it) the error names the file and the stage that writes it."""
-    import pytest
-
     from flows.train_ours import evaluator_parse_accuracy
     from mwpgen.paths import FoldPaths
 
