@@ -3,6 +3,12 @@ equation more often than the other, as readers judge it?
 
     python bench/read_models.py build --models gpt_pre ours --n 100 --out docs/read_models
     python bench/read_models.py score --out docs/read_models
+    python bench/read_models.py score --out docs/read_models/ours docs/read_models/ablation --report docs/read_models/ablation
+    python bench/read_models.py cross-build --out docs/read_models/ours docs/read_models/ablation --n 40 \
+        --report docs/read_models/ablation/cross          (then, read: cross-score with the same arguments)
+
+`cross-build` / `cross-score`: sets read by different readers are paired only if their readers judge alike; a fresh
+reader reads a seeded sample of each set (none of its overlap) shuffled together, and is compared with each set.
 
 A model's problems may also be read in a set of their own, built when its generations exist (the same seeded draw
 of test problems: `build --models ours --out docs/read_models/ours`); `score --out A B` scores the sets together.
@@ -54,7 +60,9 @@ def _verdicts(model: str, dataset: str, fold: int, root: Path) -> dict[str, dict
     return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
-def score(outs: list[Path], root: Path = ROOT) -> dict:
+def score(outs: list[Path], root: Path = ROOT, report: Path | None = None) -> dict:
+    """The models of `outs`, in order, against the first; the report goes to `report` (default: the one set, or the
+    sets' common folder)."""
     drawn = [json.loads((out / "drawn.json").read_text(encoding="utf-8")) for out in outs]
     if len({(d["dataset"], d["fold"], tuple(d["ids"])) for d in drawn}) != 1:
         raise SystemExit(f"{', '.join(map(str, outs))}: the sets read different test problems; they cannot be paired")
@@ -66,7 +74,8 @@ def score(outs: list[Path], root: Path = ROOT) -> dict:
         read |= {(r["model"], r["id"]): first_here[r["uid"]] for r in key}
         first |= {f"{out.name}/{u}": y for u, y in first_here.items()}
         second |= {f"{out.name}/{u}": y for u, y in second_here.items()}
-    out = outs[0] if len(outs) == 1 else Path(os.path.commonpath(outs))  # where the report goes
+    out = report or (outs[0] if len(outs) == 1 else Path(os.path.commonpath(outs)))
+    out.mkdir(parents=True, exist_ok=True)
     matrix = np.array([[read[(m, i)] for m in models] for i in ids], dtype=float)  # test problem x model
     rng = np.random.default_rng(blind_reading.SEED)
     boot = matrix[rng.integers(0, len(ids), size=(RESAMPLES, len(ids)))].mean(axis=1)  # resample x model
@@ -106,11 +115,53 @@ def score(outs: list[Path], root: Path = ROOT) -> dict:
     return blind_reading.write_report(out, result, lines)
 
 
+CROSS_SEED = 7
+
+
+def cross_build(outs: list[Path], n: int, out: Path) -> None:
+    """A fresh reader's check that the sets' readers judge alike: a seeded `n` problems of each set (none of its
+    overlap), shuffled together into one blind set, to be read by someone who read none of them."""
+    shown = []
+    for s in outs:
+        overlap = {r["uid"] for r in blind_reading.rows(s / "overlap.csv")}
+        pool = [p for p in blind_reading.rows(s / "problems.csv") if p["uid"] not in overlap]
+        shown += [{"set": s.name, "set_uid": p["uid"], "equation": p["equation"], "problem": p["problem"]}
+                  for p in random.Random(CROSS_SEED).sample(pool, min(n, len(pool)))]
+    random.Random(CROSS_SEED + 1).shuffle(shown)
+    for k, r in enumerate(shown):
+        r["uid"] = f"c{k:03d}"
+    out.mkdir(parents=True, exist_ok=True)
+    blind_reading.write_rows(out / "problems.csv", shown, ["uid", "equation", "problem"])
+    blind_reading.write_rows(out / "key.csv", shown, ["uid", "set", "set_uid"])
+    print(f"{len(shown)} problems from {len(outs)} sets -> {out}")
+
+
+def cross_score(outs: list[Path], out: Path) -> dict:
+    """Per set: how often the fresh reader (out/labels_*.csv) agrees with the set's first reading."""
+    firsts = {s.name: blind_reading.labels(s)[1] for s in outs}
+    key, fresh, _ = blind_reading.labels(out)
+    per_set = {}
+    for r in key:
+        a = per_set.setdefault(r["set"], {"read": 0, "agree": 0, "first_right": 0, "fresh_right": 0})
+        first = firsts[r["set"]][r["set_uid"]]
+        a["read"] += 1
+        a["agree"] += int(first == fresh[r["uid"]])
+        a["first_right"] += first
+        a["fresh_right"] += fresh[r["uid"]]
+    lines = [f"A fresh reader's reading of {len(key)} problems drawn from {', '.join(per_set)} (none of their overlap "
+             "problems), shuffled together, against each set's first reading.", "",
+             "| set | read | agree | right, first reading | right, fresh reader |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {k} | {v['read']} | {v['agree']} | {v['first_right']} | {v['fresh_right']} |" for k, v in per_set.items()]
+    return blind_reading.write_report(out, {"sets": per_set}, lines)
+
+
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("command", choices=("build", "score"))
+    cli.add_argument("command", choices=("build", "score", "cross-build", "cross-score"))
     cli.add_argument("--models", nargs="+", default=["gpt_pre", "ours"], help="the first is the baseline")
-    cli.add_argument("--n", type=int, default=100, help="test problems drawn")
+    cli.add_argument("--n", type=int, default=100, help="test problems drawn (cross-build: problems per set)")
+    cli.add_argument("--report", type=Path, help="score: the folder for reading.md / reading.json (default: the one "
+                     "set, or the sets' common folder)")
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)
     cli.add_argument("--out", type=Path, nargs="+", default=[ROOT / "docs" / "read_models"],
@@ -118,8 +169,12 @@ def main() -> None:
     args = cli.parse_args()
     if args.command == "build":
         build(args.models, args.n, args.dataset, args.fold, args.out[0])
+    elif args.command == "score":
+        score(args.out, report=args.report)
+    elif args.command == "cross-build":
+        cross_build(args.out, args.n, args.report)
     else:
-        score(args.out)
+        cross_score(args.out, args.report)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,10 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
         _csv(tmp_path / m / "labels_a.csv", [{"uid": u, "label": _read_right(t)} for u, t in texts.items()])
     apart = read_models.score([tmp_path / "gpt_pre", tmp_path / "ours"], root=tmp_path)
     assert apart["models"] == result["models"]
+    # the later set's model against the earlier one, reported where asked
+    beside = read_models.score([tmp_path / "ours", tmp_path / "gpt_pre"], root=tmp_path, report=tmp_path / "gpt_pre")
+    assert beside["models"]["gpt_pre"]["minus_ours"]["mean"] == base["read_right"] - 1.0
+    assert (tmp_path / "gpt_pre" / "reading.md").read_text().count("| gpt_pre |") == 1
 
 
 spec_pools = importlib.util.spec_from_file_location("verify_pools", ROOT / "bench" / "verify_pools.py")
@@ -116,3 +120,32 @@ def test_a_greedy_pool_counts_the_greedy_problem_as_its_first_candidate():
     assert set(kinds) == {"T=1", "greedy + T=1"}
     pool = kinds["greedy + T=1"]["a"]
     assert [(c["uid"], c["sample"]) for c in pool] == [("u1", "0"), ("u2", "1"), ("u3", "3")]
+
+
+def test_a_fresh_reader_is_compared_with_each_sets_first_reading(tmp_path):
+    spec2 = importlib.util.spec_from_file_location("read_models", ROOT / "bench" / "read_models.py")
+    read_models = importlib.util.module_from_spec(spec2)
+    spec2.loader.exec_module(read_models)
+    for name in ("a", "b"):
+        s = tmp_path / name
+        s.mkdir()
+        problems = [{"uid": f"m{i:04d}", "equation": "x = num1 + num2", "problem": f"{name} {i}"} for i in range(12)]
+        _csv(s / "problems.csv", problems)
+        _csv(s / "key.csv", [{"uid": p["uid"], "model": name, "id": str(i)} for i, p in enumerate(problems)])
+        _csv(s / "overlap.csv", [{"uid": "m0000"}, {"uid": "m0001"}])
+        _csv(s / "labels_a.csv", [{"uid": p["uid"], "label": int(p["problem"].endswith(("0", "2", "4")))}
+                                  for p in problems])
+    cross = tmp_path / "cross"
+    read_models.cross_build([tmp_path / "a", tmp_path / "b"], 5, cross)
+    shown = list(csv.DictReader(open(cross / "problems.csv")))
+    assert len(shown) == 10 and list(shown[0]) == ["uid", "equation", "problem"]  # the reader sees no set
+    assert not {"a 0", "a 1", "b 0", "b 1"} & {p["problem"] for p in shown}  # no overlap problem
+    # the fresh reader agrees with set a's first reading everywhere, and calls every problem of b wrong
+    key = {r["uid"]: r for r in csv.DictReader(open(cross / "key.csv"))}
+    _csv(cross / "labels_fresh.csv", [{"uid": p["uid"], "label": int(key[p["uid"]]["set"] == "a" and
+                                                                      p["problem"].endswith(("0", "2", "4")))}
+                                      for p in shown])
+    result = read_models.cross_score([tmp_path / "a", tmp_path / "b"], cross)
+    a, b = result["sets"]["a"], result["sets"]["b"]
+    assert a["read"] == 5 and a["agree"] == 5
+    assert b["fresh_right"] == 0 and b["agree"] == 5 - b["first_right"]
