@@ -178,7 +178,8 @@ def test_no_default_model_says_how_to_get_one(capsys, monkeypatch, tmp_path):
     assert str(tmp_path / "models" / "ours" / "arithmetic" / "fold0") in err
     for how in ("dvc repro train_ours@arithmetic-0", "python -m orchestration.pipeline",
                 "dvc pull train_ours@arithmetic-0", "--model", "models:/mwpgen-ours/", "runs:/RUN/mwpgen-ours",
-                "2-core AVX512-BF16 CPU", "about 78 min for ours", "0.6 min of data stages", "139.1 min"):
+                "2-core AVX512-BF16 CPU", "about 78 min for ours", "0.6 min of data stages", "18.1 min for the evaluator",
+                "139.1 min"):
         assert how in err, how
     (tmp_path / "params.yaml").write_text("experiment:\n  datasets: [mawps]\n  folds: [2]\n")
     code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
@@ -191,6 +192,7 @@ def test_no_model_help_quotes_the_readme_measurements():
     cost = " ".join(re.search(r"^- \*\*Cost\.\*\*(.*?)(?=^- |^$)", readme, flags=re.M | re.S).group(1).split())
     assert f"train_ours took {cli.MEASURED_TRAIN_OURS_S:,} s" in cost
     assert f"data stages and keywords {cli.MEASURED_DATA_STAGES_S} s" in cost
+    assert f"evaluator {cli.MEASURED_TRAIN_EVALUATOR_MIN} min" in cost
     assert f"**{cli.MEASURED_DEFAULT_RUN_MIN} min in all**" in cost
 
 
