@@ -1,0 +1,113 @@
+"""Time of a plain SmolLM2 training step under glibc's default allocator settings vs scripts/env.sh's, side by side.
+
+    bash scripts/run.sh python bench/bench_malloc.py --rounds 2 --steps 4        (docs/malloc.md)
+
+glibc returns a freed block above its mmap threshold (128 KB, rising to at most 32 MB as it adapts) to the OS at once,
+so the next allocation of that size faults every page in again; a training step frees and reallocates its activations
+and the LM head's logits (batch x sequence x 49,152 floats) every step. scripts/env.sh sets MALLOC_MMAP_THRESHOLD_ and
+MALLOC_TRIM_THRESHOLD_ so that freed memory stays in the heap for the next step. Each arm runs in a child process of
+its own (glibc reads these variables at start-up), arms interleaved round by round so that drift hits both alike:
+`default` (both variables removed) and `env.sh` (both as scripts/env.sh sets them). Per arm: the median wall time of
+a step (forward, loss, backward, clip, Adam; one untimed warm-up step), the minor page faults per step, and the
+process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def env_sh_values() -> dict[str, str]:
+    """The two variables as scripts/env.sh exports them (its defaults, read from a clean shell)."""
+    clean = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    out = subprocess.run(["bash", "-c", f". {ROOT / 'scripts' / 'env.sh'} && env"], env=clean, capture_output=True,
+                         text=True, check=True).stdout
+    values = dict(line.split("=", 1) for line in out.splitlines() if line.split("=", 1)[0] in VARIABLES)
+    if set(values) != set(VARIABLES):
+        raise SystemExit(f"scripts/env.sh does not set {', '.join(sorted(set(VARIABLES) - set(values)))}")
+    return values
+
+
+def child(steps: int, batch: int, seq: int) -> None:
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+    from mwpgen.runtime import autocast_dtype
+
+    torch.manual_seed(0)
+    device = torch.device("cpu")
+    model, _ = load_model_and_tokenizer(DEFAULT_MODEL, DEFAULT_MODEL_CACHE, device=device)
+    model.train()
+    amp = autocast_dtype(device, mixed_precision=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-5)
+    ids = torch.randint(0, model.config.vocab_size, (batch, seq))
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
+            loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()  # warm-up: Adam state, first allocations
+    times, faults = [], []
+    for _ in range(steps):
+        f0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    print(json.dumps({"step_s": times, "minor_faults": faults,
+                      "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--rounds", type=int, default=2, help="child processes per arm, interleaved")
+    cli.add_argument("--steps", type=int, default=4, help="timed steps per child")
+    cli.add_argument("--batch", type=int, default=8)
+    cli.add_argument("--seq", type=int, default=128)
+    cli.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = cli.parse_args()
+    if args.child:
+        child(args.steps, args.batch, args.seq)
+        return
+    base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
+    arms = {"default": base, "env.sh": {**base, **env_sh_values()}}
+    results: dict[str, list[dict]] = {name: [] for name in arms}
+    cmd = [sys.executable, __file__, "--child", "--steps", str(args.steps), "--batch", str(args.batch),
+           "--seq", str(args.seq)]
+    for _ in range(args.rounds):
+        for name, env in arms.items():
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if out.returncode:
+                raise SystemExit(f"arm {name} failed:\n{out.stderr[-2000:]}")
+            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    print(f"CPU: {cpu}, {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"plain SmolLM2 step, batch {args.batch} x {args.seq} tokens, bf16 autocast where the CPU has it; "
+          f"{args.rounds} processes x {args.steps} timed steps per arm, interleaved")
+    base_t = None
+    for name, runs in results.items():
+        t = statistics.median(s for r in runs for s in r["step_s"])
+        f = statistics.median(x for r in runs for x in r["minor_faults"])
+        rss = max(r["peak_rss_gib"] for r in runs)
+        base_t = base_t or t
+        print(f"  {name:8s} median {t:6.2f} s/step (x{t / base_t:.2f})  {f:9.0f} minor faults/step  "
+              f"peak RSS {rss:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()
