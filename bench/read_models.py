@@ -3,7 +3,8 @@ equation more often than the other, as readers judge it?
 
     python bench/read_models.py build --models gpt_pre ours --n 100 --out docs/read_models
     python bench/read_models.py score --out docs/read_models
-    python bench/read_models.py score --out docs/read_models/ours docs/read_models/ablation --report docs/read_models/ablation
+    python bench/read_models.py score --out docs/read_models/ours docs/read_models/ablation \
+        --report docs/read_models/ablation
     python bench/read_models.py cross-build --out docs/read_models/ours docs/read_models/ablation --n 40 \
         --report docs/read_models/ablation/cross          (then, read: cross-score with the same arguments)
 
@@ -151,7 +152,8 @@ def cross_score(outs: list[Path], out: Path) -> dict:
     lines = [f"A fresh reader's reading of {len(key)} problems drawn from {', '.join(per_set)} (none of their overlap "
              "problems), shuffled together, against each set's first reading.", "",
              "| set | read | agree | right, first reading | right, fresh reader |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {k} | {v['read']} | {v['agree']} | {v['first_right']} | {v['fresh_right']} |" for k, v in per_set.items()]
+    lines += [f"| {k} | {v['read']} | {v['agree']} | {v['first_right']} | {v['fresh_right']} |"
+              for k, v in per_set.items()]
     return blind_reading.write_report(out, {"sets": per_set}, lines)
 
 
@@ -161,7 +163,7 @@ def main() -> None:
     cli.add_argument("--models", nargs="+", default=["gpt_pre", "ours"], help="the first is the baseline")
     cli.add_argument("--n", type=int, default=100, help="test problems drawn (cross-build: problems per set)")
     cli.add_argument("--report", type=Path, help="score: the folder for reading.md / reading.json (default: the one "
-                     "set, or the sets' common folder)")
+                     "set, or the sets' common folder); cross-build, cross-score: the cross-check's own folder")
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)
     cli.add_argument("--out", type=Path, nargs="+", default=[ROOT / "docs" / "read_models"],
@@ -171,6 +173,8 @@ def main() -> None:
         build(args.models, args.n, args.dataset, args.fold, args.out[0])
     elif args.command == "score":
         score(args.out, report=args.report)
+    elif args.report is None:
+        cli.error(f"{args.command} needs --report: the cross-check's own folder")
     elif args.command == "cross-build":
         cross_build(args.out, args.n, args.report)
     else:
