@@ -61,13 +61,18 @@ def _verdicts(model: str, dataset: str, fold: int, root: Path) -> dict[str, dict
     return {r["id"]: r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
 
-def score(outs: list[Path], root: Path = ROOT, report: Path | None = None) -> dict:
-    """The models of `outs`, in order, against the first; the report goes to `report` (default: the one set, or the
-    sets' common folder)."""
+def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, baseline: str | None = None) -> dict:
+    """The models of `outs`, in order, against `baseline` (default: the first); the report goes to `report` (default:
+    the one set, or the sets' common folder)."""
     drawn = [json.loads((out / "drawn.json").read_text(encoding="utf-8")) for out in outs]
     if len({(d["dataset"], d["fold"], tuple(d["ids"])) for d in drawn}) != 1:
         raise SystemExit(f"{', '.join(map(str, outs))}: the sets read different test problems; they cannot be paired")
     models, ids = [m for d in drawn for m in d["models"]], drawn[0]["ids"]
+    if baseline is not None:
+        if baseline not in models:
+            raise SystemExit(f"--baseline {baseline}: not among the sets' models ({', '.join(models)})")
+        models.remove(baseline)
+        models.insert(0, baseline)
     drawn = drawn[0]
     read, first, second = {}, {}, {}
     for out in outs:
@@ -164,6 +169,7 @@ def main() -> None:
     cli.add_argument("--n", type=int, default=100, help="test problems drawn (cross-build: problems per set)")
     cli.add_argument("--report", type=Path, help="score: the folder for reading.md / reading.json (default: the one "
                      "set, or the sets' common folder); cross-build, cross-score: the cross-check's own folder")
+    cli.add_argument("--baseline", help="score: the model the others are compared with (default: the first set's first)")
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)
     cli.add_argument("--out", type=Path, nargs="+", default=[ROOT / "docs" / "read_models"],
@@ -172,7 +178,7 @@ def main() -> None:
     if args.command == "build":
         build(args.models, args.n, args.dataset, args.fold, args.out[0])
     elif args.command == "score":
-        score(args.out, report=args.report)
+        score(args.out, report=args.report, baseline=args.baseline)
     elif args.report is None:
         cli.error(f"{args.command} needs --report: the cross-check's own folder")
     elif args.command == "cross-build":

@@ -7,6 +7,8 @@ import csv
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("read_verify_k", ROOT / "bench" / "read_verify_k.py")
 read_verify_k = importlib.util.module_from_spec(spec)
@@ -84,6 +86,11 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
     beside = read_models.score([tmp_path / "ours", tmp_path / "gpt_pre"], root=tmp_path, report=tmp_path / "gpt_pre")
     assert beside["models"]["gpt_pre"]["minus_ours"]["mean"] == base["read_right"] - 1.0
     assert (tmp_path / "gpt_pre" / "reading.md").read_text().count("| gpt_pre |") == 1
+    # or against a baseline named from a later set: the same intervals as when its set comes first
+    named = read_models.score([tmp_path / "ours", tmp_path / "gpt_pre"], root=tmp_path, baseline="gpt_pre")
+    assert named["models"] == result["models"]
+    with pytest.raises(SystemExit, match="--baseline gpt: not among"):
+        read_models.score([tmp_path / "ours"], root=tmp_path, baseline="gpt")
 
 
 spec_pools = importlib.util.spec_from_file_location("verify_pools", ROOT / "bench" / "verify_pools.py")
