@@ -30,12 +30,12 @@ def load_bench(name: str):
 
 
 def copy_project(dest: Path) -> None:
-    """Tracked and untracked-not-ignored files (not the committed metrics or lock) into a fresh git repo."""
+    """Tracked and untracked-not-ignored files (not the committed results, metrics or lock) into a fresh git repo."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split()
     for rel in files:
         if (ROOT / rel).is_file() and not rel.startswith(("metrics/", "dvc.lock", "reports/", "results/",
-                                                            "plots/")):
+                                                            "plots/", "archive/")):
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / rel, dest / rel)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
