@@ -129,7 +129,8 @@ def test_the_classifier_probability_is_its_yes_against_its_no(parser):
     from mwpgen.lm.prompts import encode_prompt
 
     ids = torch.tensor([encode_prompt(tok, judge.classifier_prompt(problems[0], equations[0]))])
-    logits = model(input_ids=ids).logits[0, -1]
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, -1]
     assert probs[0] == pytest.approx(float(torch.softmax(logits[[yes, no]], -1)[0]), abs=1e-5)
     assert all(0 < p < 1 for p in probs)
 
