@@ -62,8 +62,9 @@ def push(root: Path = PROJECT_ROOT) -> list[str]:
         if _md5(file) != md5:
             print(f"{path}: not the file dvc.lock names (md5 {md5}); not archived")
             continue
-        if not _stored(root / "archive", md5).exists():
-            _copy(file, _stored(root / "archive", md5))
+        stored = _stored(root / "archive", md5)
+        if not stored.exists():
+            _copy(file, stored)
         pushed.append(path)
     return pushed
 
