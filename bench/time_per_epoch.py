@@ -44,16 +44,13 @@ from mwpgen.ours.training import train_joint
 from mwpgen.runtime import resolve_device
 
 
-def timed_mean(times: list[float], warmup: int) -> tuple[float, float]:
-    """(mean, median) of the step times after the first `warmup` (kernel selection, the allocator's growth)."""
-    timed = times[warmup:] if len(times) > warmup else times
-    return statistics.mean(timed), statistics.median(timed)
-
-
 def epoch_row(step_times: list[float], warmup: int, steps_per_epoch: int, epochs: int, **extra) -> dict:
-    mean, median = timed_mean(step_times, warmup)
-    return {"steps_timed": len(step_times) - min(warmup, len(step_times) - 1), "step_s_mean": round(mean, 4),
-            "step_s_median": round(median, 4), "steps_per_epoch": steps_per_epoch,
+    """One model's (or phase's) extrapolation from its step times; the first `warmup` are left out (kernel
+    selection, the allocator's growth) unless no other step was run."""
+    timed = step_times[warmup:] or step_times
+    mean = statistics.mean(timed)
+    return {"steps_timed": len(timed), "step_s_mean": round(mean, 4),
+            "step_s_median": round(statistics.median(timed), 4), "steps_per_epoch": steps_per_epoch,
             "min_per_epoch": round(mean * steps_per_epoch / 60, 2), "schedule_epochs": epochs,
             "schedule_min": round(mean * steps_per_epoch * epochs / 60, 1), **extra}
 
@@ -92,7 +89,7 @@ def main() -> None:
         write_json(args.out / "summary.json", summary)
         print(f"{name}: {json.dumps(row)}", flush=True)
 
-    def time_causal_lm(name: str, cfg, examples, pretrained: bool):
+    def time_causal_lm(cfg, examples, pretrained: bool):
         model, tokenizer = load_model_and_tokenizer(train.model, DEFAULT_MODEL_CACHE, pretrained=pretrained,
                                                     device=device, seed=exp.seed)
         stamps = [time.perf_counter()]
@@ -108,7 +105,7 @@ def main() -> None:
 
     tests = data.test[: args.generate]
     if "evaluator" in args.models:
-        evaluator, ev_tok, row = time_causal_lm("evaluator", train.evaluator, mwp2eq_examples(data.train), True)
+        evaluator, ev_tok, row = time_causal_lm(train.evaluator, mwp2eq_examples(data.train), True)
         start = time.perf_counter()
         decoding.predict_equations(evaluator, ev_tok, [r["text"] for r in tests], batch_size=g.batch_size)
         per_problem = (time.perf_counter() - start) / len(tests)
@@ -116,11 +113,11 @@ def main() -> None:
         row["parse_test_fold_min"] = round(per_problem * len(data.test) / 60, 1)  # evaluate: one model's problems
         record("evaluator", row)
         del evaluator
+    generator_examples = generator_epochs(data.train, noun, p=params.keywords.dropout, seed=exp.seed)
     for name in ("gpt", "gpt_pre"):
         if name not in args.models:
             continue
-        examples = generator_epochs(data.train, noun, p=params.keywords.dropout, seed=exp.seed)
-        model, tokenizer, row = time_causal_lm(name, train.generator, examples, pretrained=name == "gpt_pre")
+        model, tokenizer, row = time_causal_lm(train.generator, generator_examples, pretrained=name == "gpt_pre")
         if name == "gpt_pre":
             prompts = [generator_prompt(r["equation"], noun[r["id"]]) for r in tests]
             start = time.perf_counter()
