@@ -1,15 +1,21 @@
-"""Time of a plain SmolLM2 training step under glibc's default allocator settings vs scripts/env.sh's, side by side.
+"""Time of a plain SmolLM2 training step under glibc's default allocator settings, scripts/env.sh's, and jemalloc.
 
     bash scripts/run.sh python bench/bench_malloc.py --rounds 2 --steps 4        (docs/malloc.md)
+    bash scripts/run.sh python bench/bench_malloc.py --rounds 2 --steps 30 --min-seq 48   (batches of varying length)
 
 glibc returns a freed block above its mmap threshold (128 KB, rising to at most 32 MB as it adapts) to the OS at once,
 so the next allocation of that size faults every page in again; a training step frees and reallocates its activations
 and the LM head's logits (batch x sequence x 49,152 floats) every step. scripts/env.sh sets MALLOC_MMAP_THRESHOLD_ and
 MALLOC_TRIM_THRESHOLD_ so that freed memory stays in the heap for the next step. Each arm runs in a child process of
-its own (glibc reads these variables at start-up), arms interleaved round by round so that drift hits both alike:
-`default` (both variables removed) and `env.sh` (both as scripts/env.sh sets them). Per arm: the median wall time of
-a step (forward, loss, backward, clip, Adam; one untimed warm-up step), the minor page faults per step, and the
-process's peak RSS.
+its own (glibc reads these variables at start-up), arms interleaved round by round so that drift hits them alike:
+`default` (both variables removed), `glibc kept` (both as scripts/env.sh sets them) and, where a jemalloc library is
+found (scripts/env.sh's MWPGEN_JEMALLOC, or the system's), `jemalloc` (preloaded, glibc's variables removed)
+and `jemalloc kept` (the same, never handing freed pages back: JEMALLOC_KEPT).
+With --min-seq, each step's sequence length is drawn (seeded, the same in every arm) between it and --seq, as the
+lengths of real batches vary: a heap that keeps freed blocks of ever other sizes fragments over the steps, and its
+allocator's bookkeeping (glibc's _int_malloc) grows. Per arm: the median wall time of a step (forward, loss,
+backward, clip, Adam; one untimed warm-up step), the median of the last quarter of steps, the minor page faults per
+step, and the process's peak RSS.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+SYSTEM_JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
+JEMALLOC_KEPT = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
 
 
 def env_sh_values() -> dict[str, str]:
@@ -39,7 +47,19 @@ def env_sh_values() -> dict[str, str]:
     return values
 
 
-def child(steps: int, batch: int, seq: int) -> None:
+def jemalloc_library() -> Path | None:
+    """The jemalloc library scripts/env.sh would preload (MWPGEN_JEMALLOC), else the system's; None if neither."""
+    out = subprocess.run(["bash", "-c", f". {ROOT / 'scripts' / 'env.sh'} && echo \"$MWPGEN_JEMALLOC\""],
+                         capture_output=True, text=True).stdout.strip()
+    for candidate in (out, str(SYSTEM_JEMALLOC)):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
+    import random
+
     import torch
 
     sys.path.insert(0, str(ROOT))
@@ -52,9 +72,11 @@ def child(steps: int, batch: int, seq: int) -> None:
     model.train()
     amp = autocast_dtype(device, mixed_precision=True)
     opt = torch.optim.AdamW(model.parameters(), lr=5e-5)
-    ids = torch.randint(0, model.config.vocab_size, (batch, seq))
+    ids_all = torch.randint(0, model.config.vocab_size, (batch, seq))
+    lengths = random.Random(0)
 
     def step() -> None:
+        ids = ids_all[:, :lengths.randint(min_seq, seq)] if min_seq else ids_all
         with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
             loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
@@ -79,16 +101,28 @@ def main() -> None:
     cli.add_argument("--steps", type=int, default=4, help="timed steps per child")
     cli.add_argument("--batch", type=int, default=8)
     cli.add_argument("--seq", type=int, default=128)
+    cli.add_argument("--min-seq", type=int, default=0, help="if set, each step's length is drawn in [min-seq, seq]")
+    cli.add_argument("--arms", nargs="+", help="only these arms (default: every arm this machine can run)")
     cli.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = cli.parse_args()
     if args.child:
-        child(args.steps, args.batch, args.seq)
+        child(args.steps, args.batch, args.seq, args.min_seq)
         return
-    base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
-    arms = {"default": base, "env.sh": {**base, **env_sh_values()}}
+    base = {k: v for k, v in os.environ.items() if k not in VARIABLES and k not in ("LD_PRELOAD", "MALLOC_CONF")}
+    arms = {"default": base, "glibc kept": {**base, **env_sh_values()}}
+    jemalloc = jemalloc_library()
+    if jemalloc is not None:
+        arms["jemalloc"] = {**base, "LD_PRELOAD": str(jemalloc)}
+        # Freed pages kept, never handed back: no page faults, as glibc kept, but size classes instead of one heap.
+        arms["jemalloc kept"] = {**base, "LD_PRELOAD": str(jemalloc), "MALLOC_CONF": JEMALLOC_KEPT}
+    if args.arms:
+        unknown = set(args.arms) - set(arms)
+        if unknown:
+            raise SystemExit(f"--arms: no arm {', '.join(sorted(unknown))} here (arms: {', '.join(arms)})")
+        arms = {name: env for name, env in arms.items() if name in args.arms}
     results: dict[str, list[dict]] = {name: [] for name in arms}
     cmd = [sys.executable, __file__, "--child", "--steps", str(args.steps), "--batch", str(args.batch),
-           "--seq", str(args.seq)]
+           "--seq", str(args.seq), "--min-seq", str(args.min_seq)]
     for _ in range(args.rounds):
         for name, env in arms.items():
             out = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -97,16 +131,18 @@ def main() -> None:
             results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     print(f"CPU: {cpu}, {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"plain SmolLM2 step, batch {args.batch} x {args.seq} tokens, bf16 autocast where the CPU has it; "
+    shape = f"{args.min_seq}-{args.seq}" if args.min_seq else str(args.seq)
+    print(f"plain SmolLM2 step, batch {args.batch} x {shape} tokens, bf16 autocast where the CPU has it; "
           f"{args.rounds} processes x {args.steps} timed steps per arm, interleaved")
     base_t = None
     for name, runs in results.items():
         t = statistics.median(s for r in runs for s in r["step_s"])
+        late = statistics.median(s for r in runs for s in r["step_s"][-max(1, args.steps // 4):])
         f = statistics.median(x for r in runs for x in r["minor_faults"])
         rss = max(r["peak_rss_gib"] for r in runs)
         base_t = base_t or t
-        print(f"  {name:8s} median {t:6.2f} s/step (x{t / base_t:.2f})  {f:9.0f} minor faults/step  "
-              f"peak RSS {rss:.2f} GiB")
+        print(f"  {name:10s} median {t:6.2f} s/step (x{t / base_t:.2f}), last quarter {late:6.2f}  "
+              f"{f:9.0f} minor faults/step  peak RSS {rss:.2f} GiB")
 
 
 if __name__ == "__main__":
