@@ -20,18 +20,6 @@ export PYTHONUNBUFFERED=1
 # time (bench/bench_malloc.py, docs/malloc.md).
 export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-4294967296}"
 export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-68719476736}"
-# jemalloc in place of glibc's malloc, where scripts/setup.sh could unpack it into the venv. glibc's heap, kept whole
-# as above, fragments as batch lengths vary: within one phase of ours a step's time grew from 4 s to 12 s, with 11-13 %
-# of its CPU samples in glibc's _int_malloc (docs/malloc.md). MWPGEN_JEMALLOC= (empty) keeps glibc's.
-if [ -z "${MWPGEN_JEMALLOC+set}" ] && [ -f "$_mwpgen_root/.venv/lib/jemalloc/libjemalloc.so.2" ]; then
-  export MWPGEN_JEMALLOC="$_mwpgen_root/.venv/lib/jemalloc/libjemalloc.so.2"
-fi
-if [ -n "${MWPGEN_JEMALLOC:-}" ]; then
-  case ":${LD_PRELOAD:-}:" in
-    *":$MWPGEN_JEMALLOC:"*) ;;
-    *) export LD_PRELOAD="$MWPGEN_JEMALLOC${LD_PRELOAD:+:$LD_PRELOAD}" ;;
-  esac
-fi
 if [ -d "$_mwpgen_root/.venv" ]; then
   export VIRTUAL_ENV="$_mwpgen_root/.venv"
   export PATH="$VIRTUAL_ENV/bin:$PATH"

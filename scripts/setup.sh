@@ -4,19 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-# jemalloc for scripts/env.sh to preload (docs/malloc.md): Debian's package, unpacked into the venv, no root needed.
-# Best effort: without it every command runs on glibc's malloc, with the same results, only slower.
-jemalloc=.venv/lib/jemalloc/libjemalloc.so.2
-if [ ! -f "$jemalloc" ] && command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1; then
-  tmp="$(mktemp -d)"
-  if (cd "$tmp" && apt-get download -qq libjemalloc2 >/dev/null 2>&1) && dpkg-deb -x "$tmp"/libjemalloc2_*.deb "$tmp/pkg"
-  then
-    mkdir -p "$(dirname "$jemalloc")" && cp "$tmp"/pkg/usr/lib/*/libjemalloc.so.2 "$jemalloc"
-  else
-    echo "setup: could not fetch Debian's libjemalloc2; commands run on glibc's malloc (docs/malloc.md)" >&2
-  fi
-  rm -rf "$tmp"
-fi
 stamp=.venv/.mwpgen-installed
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
