@@ -9,11 +9,12 @@ and the LM head's logits (batch x sequence x 49,152 floats) every step. scripts/
 MALLOC_TRIM_THRESHOLD_ so that freed memory stays in the heap for the next step. Each arm runs in a child process of
 its own (glibc reads these variables at start-up), arms interleaved round by round so that drift hits them alike:
 `default` (both variables removed), `glibc kept` (both as scripts/env.sh sets them) and, where a jemalloc library is
-found (scripts/env.sh's MWPGEN_JEMALLOC, or the system's), `jemalloc` (preloaded, glibc's variables removed)
+installed (Debian's libjemalloc2), `jemalloc` (preloaded, glibc's variables removed)
 and `jemalloc kept` (the same, never handing freed pages back: JEMALLOC_KEPT).
 With --min-seq, each step's sequence length is drawn (seeded, the same in every arm) between it and --seq, as the
 lengths of real batches vary: a heap that keeps freed blocks of ever other sizes fragments over the steps, and its
-allocator's bookkeeping (glibc's _int_malloc) grows. Per arm: the median wall time of a step (forward, loss,
+allocator's bookkeeping (glibc's _int_malloc) grows. Short runs only: this bench ranked jemalloc above glibc's kept heap,
+and ours' real training ran slower under it (docs/malloc.md). Per arm: the median wall time of a step (forward, loss,
 backward, clip, Adam; one untimed warm-up step), the median of the last quarter of steps, the minor page faults per
 step, and the process's peak RSS.
 """
@@ -48,13 +49,8 @@ def env_sh_values() -> dict[str, str]:
 
 
 def jemalloc_library() -> Path | None:
-    """The jemalloc library scripts/env.sh would preload (MWPGEN_JEMALLOC), else the system's; None if neither."""
-    out = subprocess.run(["bash", "-c", f". {ROOT / 'scripts' / 'env.sh'} && echo \"$MWPGEN_JEMALLOC\""],
-                         capture_output=True, text=True).stdout.strip()
-    for candidate in (out, str(SYSTEM_JEMALLOC)):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    return None
+    """The system's jemalloc (Debian's libjemalloc2), None if it is not installed."""
+    return SYSTEM_JEMALLOC if SYSTEM_JEMALLOC.is_file() else None
 
 
 def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
