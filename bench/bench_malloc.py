@@ -13,8 +13,8 @@ installed (Debian's libjemalloc2), `jemalloc` (preloaded, glibc's variables remo
 and `jemalloc kept` (the same, never handing freed pages back: JEMALLOC_KEPT).
 With --min-seq, each step's sequence length is drawn (seeded, the same in every arm) between it and --seq, as the
 lengths of real batches vary: a heap that keeps freed blocks of ever other sizes fragments over the steps, and its
-allocator's bookkeeping (glibc's _int_malloc) grows. Short runs only: this bench ranked jemalloc above glibc's kept heap,
-and ours' real training ran slower under it (docs/malloc.md). Per arm: the median wall time of a step (forward, loss,
+allocator's bookkeeping (glibc's _int_malloc) grows. Short runs only: 12-16 steps of a plain model do not reproduce the
+slowdown of ours' 137-step phases (docs/malloc.md). Per arm: the median wall time of a step (forward, loss,
 backward, clip, Adam; one untimed warm-up step), the median of the last quarter of steps, the minor page faults per
 step, and the process's peak RSS.
 """
