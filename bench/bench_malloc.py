@@ -12,8 +12,8 @@ its own (glibc reads these variables at start-up), arms interleaved round by rou
 installed (Debian's libjemalloc2), `jemalloc` (preloaded, glibc's variables removed)
 and `jemalloc kept` (the same, never handing freed pages back: JEMALLOC_KEPT).
 With --min-seq, each step's sequence length is drawn (seeded, the same in every arm) between it and --seq, as the
-lengths of real batches vary: a heap that keeps freed blocks of ever other sizes fragments over the steps, and its
-allocator's bookkeeping (glibc's _int_malloc) grows. Short runs only: 12-16 steps of a plain model do not reproduce the
+lengths of real batches vary (whether glibc's kept heap fragments under them and slows was a hypothesis the real
+training did not bear out, docs/malloc.md). Short runs only: 12-16 steps of a plain model do not reproduce the
 slowdown of ours' 137-step phases (docs/malloc.md). Per arm: the median wall time of a step (forward, loss,
 backward, clip, Adam; one untimed warm-up step), the median of the last quarter of steps, the minor page faults per
 step, and the process's peak RSS.
@@ -46,11 +46,6 @@ def env_sh_values() -> dict[str, str]:
     if set(values) != set(VARIABLES):
         raise SystemExit(f"scripts/env.sh does not set {', '.join(sorted(set(VARIABLES) - set(values)))}")
     return values
-
-
-def jemalloc_library() -> Path | None:
-    """The system's jemalloc (Debian's libjemalloc2), None if it is not installed."""
-    return SYSTEM_JEMALLOC if SYSTEM_JEMALLOC.is_file() else None
 
 
 def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
@@ -106,11 +101,10 @@ def main() -> None:
         return
     base = {k: v for k, v in os.environ.items() if k not in VARIABLES and k not in ("LD_PRELOAD", "MALLOC_CONF")}
     arms = {"default": base, "glibc kept": {**base, **env_sh_values()}}
-    jemalloc = jemalloc_library()
-    if jemalloc is not None:
-        arms["jemalloc"] = {**base, "LD_PRELOAD": str(jemalloc)}
+    if SYSTEM_JEMALLOC.is_file():
+        arms["jemalloc"] = {**base, "LD_PRELOAD": str(SYSTEM_JEMALLOC)}
         # Freed pages kept, never handed back: no page faults, as glibc kept, but size classes instead of one heap.
-        arms["jemalloc kept"] = {**base, "LD_PRELOAD": str(jemalloc), "MALLOC_CONF": JEMALLOC_KEPT}
+        arms["jemalloc kept"] = {**base, "LD_PRELOAD": str(SYSTEM_JEMALLOC), "MALLOC_CONF": JEMALLOC_KEPT}
     if args.arms:
         unknown = set(args.arms) - set(arms)
         if unknown:
