@@ -15,12 +15,14 @@ import re
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
-from mwpgen import registry
+from mwpgen import paper, registry
 from mwpgen.config.schema import Params
+from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.blind_labels import LABELLED_FOLD, measurement_paths
 from mwpgen.evaluation.report import (BASELINE, FULL_MODEL, REFERENCE_METRICS, SMOKE_BANNER, ablation_runs,
                                       ablation_summary, deltas_vs_gpt_pre, judge_summary, mark_subsamples,
-                                      seed_summary, selection_summary, summary, table2, table3, table4, table5)
+                                      observed_subsample, reported_datasets, seed_summary, selection_summary, summary,
+                                      table2, table3, table4, table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tracking.runs import stage_run
@@ -34,7 +36,8 @@ SEED_SWEEPS = {"cpu_40_steps": PROJECT_ROOT / "docs" / "selector_sweep_seeds.jso
                "h200_whole_phase1": PROJECT_ROOT / "docs" / "gpu" / "selector-seeds" / "sweep_full_h200.json"}
 
 
-def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
+def _what_was_run(params: Params, train_metrics: dict[str, dict], other_profiles: dict[str, dict]) -> str:
+    """`other_profiles`: _recorded_sizes of the datasets that runs of another profile added."""
     exp, tr = params.experiment, params.train
     o, s2s = tr.ours, tr.seq2seq
     lines = ["### What was run", "",
@@ -44,6 +47,10 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
                  f"{m} {registry.max_train(params, m, d) or 'all'}" for m in ("gpt_pre", "ours", "mwp2eq", "seq2seq_tf"))
                + f" (seeded subsamples); test problems scored per fold: {exp.max_test_of(d) or 'all'}"
                for d in exp.datasets),
+             *(f"- {d} (runs of `--profile {d}`, which params.yaml does not list now): training examples per fold: "
+               + ", ".join(f"{m} {n}" for m, n in sizes["train"].items())
+               + f"; test problems scored per fold: {sizes['test']} (as those runs recorded them)"
+               for d, sizes in other_profiles.items()),
              f"- GPT/GPT-pre: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
              f"max_steps {tr.generator.max_steps or 'none'}; evaluator: {tr.evaluator.epochs} epoch(s), batch "
              f"{tr.evaluator.batch_size}, lr {tr.evaluator.lr}, max_steps {tr.evaluator.max_steps or 'none'}",
@@ -70,13 +77,15 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, dict]]:
+def _keyword_examples(exp, datasets: list[str], per_dataset: int = 3) -> tuple[list[dict], dict[str, dict]]:
     """Table 5 material: the selector's picks for the first test problems of each dataset's first fold, and the
     statistics of its picks over every test problem of that fold (selection_summary)."""
     out, selection = [], {}
-    for d in exp.datasets:
+    for d in datasets:
         k = exp.folds[0]
         paths = fold_paths("ours", d, k)
+        if not paths.generations.exists():  # ours has not run on a dataset another profile added
+            continue
         heuristic = {r["id"]: r for r in read_jsonl(paths.keywords)}
         rows = read_generations(paths.generations)
         selection[d] = selection_summary([r["context"].split() for r in rows],
@@ -86,6 +95,22 @@ def _keyword_examples(exp, per_dataset: int = 3) -> tuple[list[dict], dict[str, 
             out.append({"dataset": d, "id": row["id"], "problem": row["reference"], "selected": row["context"].split(),
                         "noun": heuristic[row["id"]]["noun"], "tfidf": heuristic[row["id"]]["tfidf"]})
     return out, selection
+
+
+def _recorded_sizes(scores: list[dict], train_metrics: dict[str, dict], runs: list[tuple[str, int]]) -> dict[str, dict]:
+    """dataset -> {"train": {model: training examples}, "test": test problems scored}, the largest over `runs`'
+    folds, as those runs recorded them (training metrics' n_train, scores' n): the sizes of a dataset another
+    profile added, whose subsample params.yaml no longer says."""
+    out: dict[str, dict] = {}
+    for d, k in runs:
+        sizes = out.setdefault(d, {"train": {}, "test": 0})
+        for m in (*registry.names(table2=True), registry.EVALUATOR.name):
+            n = train_metrics.get(fold_paths(m, d, k).name, {}).get("n_train")
+            if n:
+                sizes["train"][m] = max(n, sizes["train"].get(m, 0))
+        sizes["test"] = max([s["n"] for s in scores if (s["dataset"], s["fold"]) == (d, k) and "n" in s]
+                            + [sizes["test"]])
+    return out
 
 
 def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
@@ -105,13 +130,21 @@ def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
 def report(params: Params) -> dict:
     log = get_run_logger()
     exp, ab = params.experiment, params.ablation
-    runs = [(d, k) for d in exp.datasets for k in exp.folds]
     models = [m for m in registry.names(table2=True) if m in params.models.generate]
-    # Table 4 turns whatever variants have run into rows: those listed now, and those an earlier ablation run
-    # left scored (e.g. `--profile ablation`, then params.yaml back to its default).
+    # Tables 2, 3 and 5 also show the datasets that runs of another profile have scored on these folds (MAWPS,
+    # Math23K: `--profile mawps`, then params.yaml back to its default), from the workspace or archive/; and Table 4
+    # the variants an ablation run left scored. A smoke test shows only what it ran.
+    def elsewhere(model: str, d: str, k: int) -> bool:
+        return not exp.smoke and fold_paths(model, d, k).scores.exists()
+
+    scored_elsewhere = {(d, k) for d in paper.DATASETS if d not in exp.datasets for k in exp.folds
+                        if any(elsewhere(m, d, k) for m in models)}
+    datasets = reported_datasets(exp.datasets, {d for d, _ in scored_elsewhere})
+    runs = [(d, k) for d in datasets for k in exp.folds if d in exp.datasets or (d, k) in scored_elsewhere]
+    # Table 4's rows: the variants listed now, and those an earlier ablation run left scored (`--profile ablation`).
     ablation_models = [(registry.ablation_model(v), d, k) for v in registry.ABLATION_VARIANTS
                        for d in ab.datasets for k in ab.folds
-                       if v in ab.variants or fold_paths(registry.ablation_model(v), d, k).scores.exists()]
+                       if v in ab.variants or elsewhere(registry.ablation_model(v), d, k)]
     runs_of = [(m, d, k) for m in models for d, k in runs] + ablation_models
     # A model whose evaluate stage has not run (e.g. `dvc repro` of chosen stages) keeps empty cells, said here.
     score_files = [fold_paths(m, d, k).scores for m, d, k in runs_of]
@@ -135,19 +168,27 @@ def report(params: Params) -> dict:
     reported = set(runs_of)
     deltas = deltas_vs_gpt_pre({r: p for r, p in predictions.items() if r in reported or r[0] == BASELINE}, exp.seed)
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
-    examples, selection = _keyword_examples(exp)
+    examples, selection = _keyword_examples(exp, datasets)
     judge = read_json(JUDGE_MEASURED) if JUDGE_MEASURED.exists() else None
     ablation = ablation_runs(scores, lambda m: variant_of(m, trained_variants), table4_rows, ab.datasets, ab.folds,
                              predictions, exp.seed)
     with stage_run("report") as run:
-        run.params({"datasets": exp.datasets, "folds": exp.folds, "model": params.train.model,
+        run.params({"datasets": datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
-        tables = {"table2": table2(scores, oracle, models, exp.datasets, deltas, judge),
-                  "table3": table3(scores, models, exp.datasets),
+        tables = {"table2": table2(scores, oracle, models, datasets, deltas, judge),
+                  "table3": table3(scores, models, datasets),
                   "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge),
                   "table5": table5(examples, selection=selection)}
+        other_profiles = _recorded_sizes(scores, train_metrics, sorted(scored_elsewhere))
         subsampled = {d: (exp.max_train_of(d), exp.max_test_of(d)) for d in exp.datasets
                       if exp.max_train_of(d) or exp.max_test_of(d)}
+        for d, sizes in other_profiles.items():
+            full = load_fold(PROJECT_ROOT / "data", d, exp.folds[0], seed=exp.seed, validation_size=exp.validation_size)
+            generators = [n for m, n in sizes["train"].items() if m != registry.EVALUATOR.name]
+            observed = observed_subsample(max(generators, default=0), sizes["test"],
+                                          full.n_train_full, full.n_test_full)
+            if observed:
+                subsampled[d] = observed
         for table in tables.values():
             mark_subsamples(table, subsampled)
             if exp.smoke:
@@ -159,7 +200,7 @@ def report(params: Params) -> dict:
                 run.artifact(path, "tables")
         title = "# mwpgen smoke test (not results)" if exp.smoke else "# mwpgen results"
         readme = title + "\n\n" + "\n".join(t.markdown() for t in tables.values()) + "\n" + \
-                 _what_was_run(params, train_metrics)
+                 _what_was_run(params, train_metrics, other_profiles)
         atomic_write_text(REPORTS / "README.md", readme)
         run.artifact(REPORTS / "README.md", "tables")
         metrics = summary(scores, oracle, deltas) | {

@@ -65,10 +65,12 @@ def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, floa
 
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
-             push: bool = True) -> None:
+             push: bool = True, commit: bool = True) -> None:
     log = get_run_logger()
     params = params_or_exit(str(PROJECT_ROOT / params_file))  # refuse bad params before any stage starts
-    cmd = ["dvc", "repro", *(["--force"] if force else []), *(targets or [])]
+    if push and not commit:
+        raise ValueError("nothing to push without committing the outputs to the DVC cache")
+    cmd = ["dvc", "repro", *(["--force"] if force else []), *([] if commit else ["--no-commit"]), *(targets or [])]
     with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
         run.params(params.model_dump())
         env = {**os.environ, **api_env(), PARENT_ENV: run.run_id}  # every stage: this run's Prefect API
@@ -98,6 +100,9 @@ def main() -> None:
     cli.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper); "
                      "a path (with a / or ending in .yaml / .yml) is read as given")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
+    cli.add_argument("--no-commit", action="store_true",
+                     help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
+                          "a first look whose models are thrown away; `dvc commit` caches them later")
     args = cli.parse_args()
     if args.profile:
         try:
@@ -112,7 +117,8 @@ def main() -> None:
     try:
         with shared_api() as api_url:
             print(f"Prefect API for every stage: {api_url}", flush=True)
-            pipeline(targets=args.targets or None, force=args.force, push=not args.no_push)
+            pipeline(targets=args.targets or None, force=args.force, push=not (args.no_push or args.no_commit),
+                     commit=not args.no_commit)
     except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
 

@@ -78,7 +78,8 @@ def test_an_interrupted_run_stops_its_server(home, sig):
 @pytest.mark.skipif(not (MIRROR / "arithmetic").exists(), reason=f"no data mirror at {MIRROR}")
 def test_the_pipeline_starts_one_server_and_its_stages_use_it(tmp_path, home):
     """`python -m orchestration.pipeline` without PREFECT_API_URL: one server of its own, which the pipeline flow and
-    the stage flows report to (no process starts a temporary server), stopped when the command ends."""
+    the stage flows report to (no process starts a temporary server), stopped when the command ends. With
+    --no-commit (a first look) DVC records the outputs in dvc.lock but copies none into its cache."""
     copy_project(tmp_path)
     if (home / "prefect.db").exists():  # a database the tests above created: no migrations to wait for (~7 s)
         (tmp_path / ".prefect").mkdir()
@@ -89,7 +90,7 @@ def test_the_pipeline_starts_one_server_and_its_stages_use_it(tmp_path, home):
         db.close()
     env = scratch_env(tmp_path)
     env.pop(API_ENV, None)
-    proc = run_in(tmp_path, env, [sys.executable, "-m", "orchestration.pipeline", "download", "--no-push"])
+    proc = run_in(tmp_path, env, [sys.executable, "-m", "orchestration.pipeline", "download", "--no-commit"])
     out = proc.stdout + proc.stderr
     assert "Running stage 'download'" in out
     assert TEMPORARY_SERVER not in out, out[-3000:]
@@ -99,6 +100,9 @@ def test_the_pipeline_starts_one_server_and_its_stages_use_it(tmp_path, home):
     runs = db.execute("select flow.name, flow_run.state_type from flow_run join flow on flow.id = flow_run.flow_id"
                       ).fetchall()
     assert sorted(runs) == [("download", "COMPLETED"), ("pipeline", "COMPLETED")]
+    assert "data/raw" in (tmp_path / "dvc.lock").read_text()
+    cached = [p for p in (tmp_path / ".dvc" / "cache").rglob("*") if p.is_file()]
+    assert not cached, cached
 
 
 def test_an_interrupted_pipeline_stops_dvc_and_its_stage_first():

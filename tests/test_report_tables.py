@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
-from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, mark_subsamples, selection_summary, table2, table3,
-                                      table4, table5)
+from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, mark_subsamples, observed_subsample,
+                                      reported_datasets, selection_summary, table2, table3, table4, table5)
 
 
 def score(model, bleu, acc, fold=0, dataset="arithmetic", **extra):
@@ -72,3 +72,16 @@ def test_a_subsampled_dataset_is_marked_in_every_column_and_its_sizes_noted():
     before = list(t.columns)
     mark_subsamples(t, {"mawps": (0, 50)})  # a dataset the table does not show: nothing changes
     assert t.columns == before
+
+
+def test_datasets_another_profile_scored_join_the_tables_in_the_papers_order():
+    assert reported_datasets(["arithmetic"], {"math23k"}) == ["arithmetic", "math23k"]
+    assert reported_datasets(["arithmetic"], {"math23k", "mawps"}) == ["arithmetic", "mawps", "math23k"]
+    assert reported_datasets(["math23k", "arithmetic"], set()) == ["arithmetic", "math23k"]
+    assert reported_datasets(["arithmetic"], set()) == ["arithmetic"]
+
+
+def test_a_dataset_from_another_profile_is_marked_by_the_sizes_its_runs_recorded():
+    assert observed_subsample(900, 300, n_train_full=18_297, n_test_full=4_614) == (900, 300)
+    assert observed_subsample(1_760, 465, n_train_full=1_760, n_test_full=465) is None  # whole fold
+    assert observed_subsample(500, 465, n_train_full=1_760, n_test_full=465) == (500, 0)  # training subsample only

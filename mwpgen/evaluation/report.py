@@ -112,6 +112,20 @@ SMOKE_BANNER = ("SMOKE TEST: a few training steps on a few problems, to check th
                 "are not results.")
 
 
+def reported_datasets(listed: Sequence[str], scored: Iterable[str]) -> list[str]:
+    """The tables' datasets, in the paper's order: those experiment.datasets lists, and those that runs of another
+    profile have scored (`--profile mawps`, `--profile math23k`, then params.yaml back to its default)."""
+    wanted = set(listed) | set(scored)
+    return [d for d in paper.DATASETS if d in wanted] + [d for d in listed if d not in paper.DATASETS]
+
+
+def observed_subsample(n_train: int, n_test: int, n_train_full: int, n_test_full: int) -> tuple[int, int] | None:
+    """(training, test) problems as mark_subsamples takes them (0 = all) for a dataset the current params.yaml does
+    not list: the sizes its runs recorded against its whole fold's; None when both are whole."""
+    sizes = (n_train if n_train < n_train_full else 0, n_test if n_test < n_test_full else 0)
+    return sizes if any(sizes) else None
+
+
 def mark_subsamples(table: Table, sizes: dict[str, tuple[int, int]]) -> None:
     """The columns of each dataset scored on a subsample read "<dataset>*", and a note gives its sizes. `sizes`:
     dataset -> (training, test) problems drawn per fold, 0 = all."""
