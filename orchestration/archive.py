@@ -11,7 +11,8 @@ the DVC cache, where DVC finds them as if the stage had run here:
     python -m orchestration.archive push     # after a run; then commit archive/ with the dvc.lock that names them
     python -m orchestration.archive pull     # on a fresh clone; then `dvc repro -s report` (-s: the report alone)
 
-Only dvc.lock's outputs under ARCHIVED are archived; models stay in the DVC remote. It reads dvc.lock alone, so it
+Only dvc.lock's outputs under ARCHIVED are archived (with the keywords, which the report reads for Table 5: 3.7 MB
+for Math23K's fold); models stay in the DVC remote. It reads dvc.lock alone, so it
 also keeps the outputs of stages the current params.yaml does not list (Table 4's variants, the other datasets).
 """
 
@@ -26,7 +27,7 @@ import yaml
 
 from mwpgen.paths import PROJECT_ROOT
 
-ARCHIVED = ("results/generations/", "results/predictions/", "results/judge/")
+ARCHIVED = ("results/generations/", "results/predictions/", "results/judge/", "data/keywords/")
 
 
 def archived_outputs(root: Path) -> dict[str, str]:
