@@ -45,8 +45,11 @@ def test_pipeline_builds_the_data_stages(project, prefect_api):
     assert f"Prefect API for every stage: {prefect_api}" in proc.stdout
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+    from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with get_client(sync_client=True) as client:
+    # The server named explicitly: another test on this worker may have left this process's Prefect settings
+    # pointing elsewhere (they are read once, not from os.environ at each call); unnamed, a temporary server answers.
+    with temporary_settings({PREFECT_API_URL: prefect_api}), get_client(sync_client=True) as client:
         flows = {f.id: f.name for f in client.read_flows(flow_filter=FlowFilter(name=FlowFilterName(
             any_=["pipeline", *DATA_STAGES])))}
         runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["pipeline", *DATA_STAGES])))
