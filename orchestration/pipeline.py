@@ -33,6 +33,13 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
+def _sigint_as_on_a_terminal() -> None:
+    """In the child before it execs DVC: SIGINT back to its default. A pipeline started in the background by a
+    script (`nohup ... &`, a worker) inherits SIGINT ignored and would pass that on to DVC and its stage, so the
+    interruption below would reach neither and end, a minute later, in SIGKILL."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, float]]:
     """Run `dvc repro`, echoing its output, and time each stage from its "Running stage" line to the next."""
     timings: dict[str, float] = {}
@@ -40,7 +47,7 @@ def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, floa
     # Its own process group: an interruption of this process reaches DVC and the stage it runs (below) while the
     # Prefect server they report to still answers.
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, start_new_session=True)
+                            text=True, bufsize=1, start_new_session=True, preexec_fn=_sigint_as_on_a_terminal)
     try:
         for line in proc.stdout:
             sys.stdout.write(line)
@@ -51,11 +58,11 @@ def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, floa
                 current, since = line.split("'")[1], now
     except BaseException:  # Ctrl-C, SIGTERM (orchestration/prefect_api.py): DVC and its stage stop first, as on a Ctrl-C
         _signal_group(proc, signal.SIGINT)
-        try:
-            proc.wait(timeout=60)
+        try:  # what DVC and the stage say while they stop (e.g. a checkpoint saved) is echoed too
+            sys.stdout.write(proc.communicate(timeout=60)[0] or "")
         except subprocess.TimeoutExpired:
             _signal_group(proc, signal.SIGKILL)
-            proc.wait()
+            sys.stdout.write(proc.communicate()[0] or "")
         raise
     returncode = proc.wait()
     if current:

@@ -105,19 +105,39 @@ def test_the_pipeline_starts_one_server_and_its_stages_use_it(tmp_path, home):
     assert not cached, cached
 
 
-def test_an_interrupted_pipeline_stops_dvc_and_its_stage_first():
+STAND_IN_STAGE = """
+import os, time
+print(os.getpid(), flush=True)
+try:
+    time.sleep(300)
+except KeyboardInterrupt:
+    print("stage interrupted", flush=True)
+    raise
+"""
+
+PIPELINE = """
+import os, signal, sys
+from orchestration.prefect_api import _sigterm_as_exit
+from orchestration.pipeline import _run_and_time_stages
+signal.signal(signal.SIGTERM, _sigterm_as_exit)
+if sys.argv[2] == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+_run_and_time_stages([sys.executable, sys.argv[1]], dict(os.environ))
+"""
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_an_interrupted_pipeline_stops_dvc_and_its_stage_first(tmp_path, sigint):
     """SIGTERM (as `shared_api` turns it into an exit) while `dvc repro` runs a stage: the stage -- here a sleeping
-    stand-in for `dvc repro` -- is interrupted and waited for before the pipeline process goes on to stop its
-    server; nothing is left running."""
-    code = ("import os, signal, sys\nfrom orchestration.prefect_api import _sigterm_as_exit\n"
-            "signal.signal(signal.SIGTERM, _sigterm_as_exit)\n"
-            "from orchestration.pipeline import _run_and_time_stages\n"
-            "_run_and_time_stages([sys.executable, '-c', 'import os, time; print(os.getpid(), flush=True); "
-            "time.sleep(300)'], dict(os.environ))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    stand-in for `dvc repro` -- is interrupted as by a Ctrl-C (KeyboardInterrupt: it can save what it has) and
+    waited for before the pipeline process goes on to stop its server; nothing is left running. Also when the
+    pipeline was started with SIGINT ignored, as a script's background job is."""
+    (tmp_path / "stage.py").write_text(STAND_IN_STAGE)
+    proc = subprocess.Popen([sys.executable, "-c", PIPELINE, str(tmp_path / "stage.py"), sigint], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stage_pid = int(proc.stdout.readline())
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=90) == 128 + signal.SIGTERM
+    assert "stage interrupted" in proc.stdout.read()
     with pytest.raises(ProcessLookupError):
         os.kill(stage_pid, 0)
