@@ -15,7 +15,8 @@ import time
 import pytest
 from conftest import MIRROR, ROOT, copy_project, run_in, scratch_env
 
-from orchestration.prefect_api import API_ENV, PrefectServerError, free_port, is_serving, shared_api
+from orchestration.prefect_api import (API_ENV, PrefectServerError, free_port, is_serving, point_prefect_at,
+                                       shared_api)
 
 TEMPORARY_SERVER = "Starting temporary server"  # what Prefect logs when a process starts its own
 
@@ -42,15 +43,19 @@ def test_an_api_named_but_not_answering_is_refused(monkeypatch):
 
 
 def test_a_server_is_started_named_and_stopped_even_after_a_failure(home, monkeypatch):
+    previous = os.environ.get(API_ENV)
     monkeypatch.delenv(API_ENV, raising=False)
     from prefect.settings import get_current_settings
 
-    with pytest.raises(ValueError, match="a stage failed"):
-        with shared_api(home, ui=False) as url:
-            assert url.startswith("http://127.0.0.1:") and is_serving(url)
-            assert os.environ[API_ENV] == url and get_current_settings().api.url == url  # this process too
-            raise ValueError("a stage failed")
-    assert not is_serving(url) and API_ENV not in os.environ and get_current_settings().api.url is None
+    try:
+        with pytest.raises(ValueError, match="a stage failed"):
+            with shared_api(home, ui=False) as url:
+                assert url.startswith("http://127.0.0.1:") and is_serving(url)
+                assert os.environ[API_ENV] == url and get_current_settings().api.url == url  # this process too
+                raise ValueError("a stage failed")
+        assert not is_serving(url) and API_ENV not in os.environ and get_current_settings().api.url is None
+    finally:  # this process's Prefect settings back on the session's server (monkeypatch restores only os.environ)
+        point_prefect_at(previous)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
