@@ -82,6 +82,13 @@ class Cluster:
         return "\n".join((w / "worker.log").read_text()[-tail:] for w in self.workers if (w / "worker.log").exists())
 
 
+def _sigint_default() -> None:
+    """A worker stops on SIGTERM by sending itself SIGINT (Prefect's CLI). Code earlier in the suite can leave
+    pytest with SIGINT ignored, which a child inherits: the worker would then never stop, and the teardown below
+    would wait out its timeout for each."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def cluster(root: Path, n_workers: int) -> Iterator[Cluster]:
     """The scenario with `n_workers` process workers (one flow run at a time each), stopped on exit."""
@@ -102,7 +109,7 @@ def cluster(root: Path, n_workers: int) -> Iterator[Cluster]:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--limit", "1",
                      "--type", "process"], cwd=w, env={**env, "MWPGEN_HOME": str(w), "PREFECT_HOME": str(w / ".prefect")},
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_sigint_default))
         yield Cluster(root, base, parent, workers, env)
     finally:
         for p in procs:
