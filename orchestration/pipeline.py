@@ -20,7 +20,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
 from orchestration.fold_run import DvcCommandError, dvc
-from orchestration.prefect_api import api_env, shared_api
+from orchestration.prefect_api import api_env, shared_api, sigint_at_default
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from tracking.runs import PARENT_ENV, stage_run
@@ -33,13 +33,6 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
-def _sigint_as_on_a_terminal() -> None:
-    """In the child before it execs DVC: SIGINT back to its default. A pipeline started in the background by a
-    script (`nohup ... &`, a worker) inherits SIGINT ignored and would pass that on to DVC and its stage, so the
-    interruption below would reach neither and end, a minute later, in SIGKILL."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, float]]:
     """Run `dvc repro`, echoing its output, and time each stage from its "Running stage" line to the next."""
     timings: dict[str, float] = {}
@@ -47,7 +40,7 @@ def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, floa
     # Its own process group: an interruption of this process reaches DVC and the stage it runs (below) while the
     # Prefect server they report to still answers.
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, start_new_session=True, preexec_fn=_sigint_as_on_a_terminal)
+                            text=True, bufsize=1, start_new_session=True, preexec_fn=sigint_at_default)
     try:
         for line in proc.stdout:
             sys.stdout.write(line)

@@ -166,6 +166,13 @@ def pointed_server(home: Path | None = None, ui: bool = True) -> Iterator[str]:
             point_prefect_at(previous)
 
 
+def sigint_at_default() -> None:
+    """A child's preexec_fn: SIGINT back to its default before the child execs. A process started in the background
+    by a script (`nohup ... &`, a worker) inherits SIGINT ignored and passes that on: its children could then not be
+    interrupted as by a Ctrl-C, and a Prefect worker (its CLI turns SIGTERM into SIGINT) not even stopped."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _sigterm_as_exit(signum, frame) -> None:
     raise SystemExit(128 + signum)
 

@@ -22,6 +22,7 @@ from test_pipeline_models import synthetic_records
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
+from orchestration.prefect_api import sigint_at_default
 from tiny_model import tiny_model_dir
 
 FOLDS = [0, 1]
@@ -82,13 +83,6 @@ class Cluster:
         return "\n".join((w / "worker.log").read_text()[-tail:] for w in self.workers if (w / "worker.log").exists())
 
 
-def _sigint_default() -> None:
-    """A worker stops on SIGTERM by sending itself SIGINT (Prefect's CLI). Code earlier in the suite can leave
-    pytest with SIGINT ignored, which a child inherits: the worker would then never stop, and the teardown below
-    would wait out its timeout for each."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @contextmanager
 def cluster(root: Path, n_workers: int) -> Iterator[Cluster]:
     """The scenario with `n_workers` process workers (one flow run at a time each), stopped on exit."""
@@ -109,7 +103,7 @@ def cluster(root: Path, n_workers: int) -> Iterator[Cluster]:
                 procs.append(subprocess.Popen(
                     [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--limit", "1",
                      "--type", "process"], cwd=w, env={**env, "MWPGEN_HOME": str(w), "PREFECT_HOME": str(w / ".prefect")},
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_sigint_default))
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=sigint_at_default))
         yield Cluster(root, base, parent, workers, env)
     finally:
         for p in procs:
