@@ -112,8 +112,8 @@ def test_the_pipeline_starts_one_server_and_its_stages_use_it(tmp_path, home):
 
 STAND_IN_STAGE = """
 import os, time
-print(os.getpid(), flush=True)
-try:
+try:  # the pid, printed inside the try: the test signals as soon as it reads it
+    print(os.getpid(), flush=True)
     time.sleep(300)
 except KeyboardInterrupt:
     print("stage interrupted", flush=True)
