@@ -68,7 +68,8 @@ def count_repro(directory: Path, dvc_args: list[str]) -> int:
         def wrapper(*args, **kwargs):
             key = name
             if name == "parse_yaml":
-                key = f"load ({kwargs.get('typ', args[2] if len(args) > 2 else 'safe')})"
+                typ = kwargs.get("typ", args[2] if len(args) > 2 else "safe")
+                key = f"load ({typ}) {Path(str(args[1])).name}"
             start = time.perf_counter()
             try:
                 return func(*args, **kwargs)
@@ -85,7 +86,7 @@ def count_repro(directory: Path, dvc_args: list[str]) -> int:
         total = time.perf_counter() - began
         print(f"dvc repro {' '.join(dvc_args)}: {total:.1f} s in all", file=sys.stderr)
         for key, (n, s) in sorted(calls.items()):
-            print(f"  {key:12s} {n:3d} calls {s:7.2f} s", file=sys.stderr)
+            print(f"  {key:26s} {n:3d} calls {s:7.2f} s", file=sys.stderr)
 
     atexit.register(report)
     os.chdir(directory)
