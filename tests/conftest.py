@@ -21,18 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
 
 
-# The modules whose fixtures run whole pipelines (minutes each; the rest take seconds), longest first. With
-# `--no-loadscope-reorder` (pyproject.toml) xdist deals modules out in collection order, two to each worker at the
-# start, so these two start at once on different workers instead of last: xdist's default order (most tests first)
-# left them to the end of the run. bench/bench_suite_order.sh times both orders.
-LONGEST_FIRST = ["test_pipeline_models.py", "test_folds.py"]
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
-
-
 def load_bench(name: str):
     """bench/<name>.py as a module (bench/ is scripts, not a package)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
