@@ -1,7 +1,8 @@
 """What DVC spends per stage reading and writing dvc.lock, and what ruamel.yaml's C loader saves (issue 22).
 
     bash scripts/run.sh python bench/bench_dvc_lock.py --repeats 3
-    bash scripts/run.sh python bench/bench_dvc_lock.py --repro /tmp/clone -- -f -s download translate split
+    bash scripts/run.sh python bench/bench_dvc_lock.py --repeats 3 --trimmed-for /tmp/smoke-clone
+    bash scripts/run.sh python bench/bench_dvc_lock.py --repro /tmp/clone [--trimmed] -- -f -s download translate split
 
 DVC reads and rewrites the whole dvc.lock around every stage it runs (dvc/utils/serialize/_yaml.py): "safe" loads to
 collect and check stages, and a round-trip load plus a dump to record each stage's result. The committed lock
@@ -10,8 +11,11 @@ parses "safe" in C only when ruamel.yaml.clib is installed (ruamel.yaml 0.19 no 
 and the dump are pure Python either way.
 
 Default mode: the project's dvc.lock parsed as DVC does, arms interleaved for `--repeats` rounds (median seconds):
-safe load in pure Python, safe load in C, round-trip load, round-trip dump. `--repro DIR -- ARGS`: runs `dvc repro
-ARGS` in DIR in this process, counting DVC's YAML loads and dumps and the seconds they take (the stages run for real).
+safe load in pure Python, safe load in C, round-trip load, round-trip dump; with `--trimmed-for DIR`, also the
+round-trip load and dump of the lock as orchestration/dvc_lock.py trims it for the stages DIR's dvc.yaml and
+params.yaml define (e.g. a clone with the smoke profile applied). `--repro DIR -- ARGS`: runs `dvc repro ARGS` in DIR
+in this process, counting DVC's YAML loads and dumps and the seconds they take (the stages run for real); with
+`--trimmed`, inside `trimmed_lock` as `orchestration.pipeline` runs it.
 """
 
 import argparse
@@ -24,9 +28,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
-def parse_arms(text: str, repeats: int) -> None:
+def parse_arms(text: str, repeats: int, trimmed: str | None = None) -> None:
     from dvc.utils.serialize._yaml import dumps_yaml, parse_yaml_for_update
     from ruamel.yaml import YAML
 
@@ -35,16 +40,22 @@ def parse_arms(text: str, repeats: int) -> None:
         "safe load, C (ruamel.yaml.clib)": lambda: YAML(typ="safe").load(text),
         "round-trip load (DVC's update)": lambda: parse_yaml_for_update(text, "dvc.lock"),
     }
-    seconds: dict[str, list[float]] = {name: [] for name in [*arms, "round-trip dump"]}
+    dumps = {"round-trip dump": "round-trip load (DVC's update)"}
+    if trimmed is not None:
+        print(f"trimmed: {trimmed.count(chr(10))} lines")
+        arms["round-trip load, trimmed"] = lambda: parse_yaml_for_update(trimmed, "dvc.lock")
+        dumps["round-trip dump, trimmed"] = "round-trip load, trimmed"
+    seconds: dict[str, list[float]] = {name: [] for name in [*arms, *dumps]}
     loaded: dict[str, object] = {}
     for _ in range(repeats):
         for name, load in arms.items():
             start = time.perf_counter()
             loaded[name] = load()
             seconds[name].append(time.perf_counter() - start)
-        start = time.perf_counter()
-        dumps_yaml(loaded["round-trip load (DVC's update)"])
-        seconds["round-trip dump"].append(time.perf_counter() - start)
+        for name, source in dumps.items():
+            start = time.perf_counter()
+            dumps_yaml(loaded[source])
+            seconds[name].append(time.perf_counter() - start)
     try:
         import _ruamel_yaml  # noqa: F401
         clib = "installed"
@@ -58,7 +69,7 @@ def parse_arms(text: str, repeats: int) -> None:
     print("pure and C loads agree:", same)
 
 
-def count_repro(directory: Path, dvc_args: list[str]) -> int:
+def count_repro(directory: Path, dvc_args: list[str], trimmed: bool) -> int:
     import dvc.utils.serialize as serialize
     import dvc.utils.serialize._yaml as yaml_io
 
@@ -91,7 +102,14 @@ def count_repro(directory: Path, dvc_args: list[str]) -> int:
     atexit.register(report)
     os.chdir(directory)
     from dvc.cli import main
-    return main(["repro", *dvc_args])
+
+    if not trimmed:
+        return main(["repro", *dvc_args])
+    from orchestration.dvc_lock import trimmed_lock
+
+    with trimmed_lock(directory.resolve()) as set_aside:
+        print(f"dvc.lock: {set_aside} entries set aside", file=sys.stderr)
+        return main(["repro", *dvc_args])
 
 
 def main() -> None:
@@ -99,11 +117,20 @@ def main() -> None:
     parser.add_argument("--lock", type=Path, default=ROOT / "dvc.lock", help="the lock file to parse")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--repro", type=Path, metavar="DIR", help="count DVC's YAML work in `dvc repro` run in DIR")
+    parser.add_argument("--trimmed", action="store_true", help="with --repro: inside orchestration's trimmed_lock")
+    parser.add_argument("--trimmed-for", type=Path, metavar="DIR",
+                        help="also time the lock trimmed to the stages DIR's dvc.yaml and params.yaml define")
     parser.add_argument("dvc_args", nargs="*", help="after --: the arguments of `dvc repro`")
     args = parser.parse_args()
     if args.repro:
-        sys.exit(count_repro(args.repro, args.dvc_args))
-    parse_arms(args.lock.read_text(), args.repeats)
+        sys.exit(count_repro(args.repro, args.dvc_args, args.trimmed))
+    text, trimmed = args.lock.read_text(), None
+    if args.trimmed_for:
+        from orchestration.dvc_lock import HEADER, split_entries, stage_names
+
+        names = stage_names(args.trimmed_for)
+        trimmed = HEADER + "".join(e for name, e in split_entries(text).items() if name in names)
+    parse_arms(text, args.repeats, trimmed)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,36 @@ def env_sh_values() -> dict[str, str]:
     return values
 
 
+def run_arms(cmd: list[str], arms: dict[str, dict[str, str]], rounds: int) -> dict[str, list[dict]]:
+    """Run `cmd` once per arm (its environment) per round, arms interleaved so that drift hits them alike; each
+    child prints its result as JSON on its last line."""
+    results: dict[str, list[dict]] = {name: [] for name in arms}
+    for _ in range(rounds):
+        for name, env in arms.items():
+            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            if out.returncode:
+                raise SystemExit(f"arm {name} failed:\n{out.stderr[-2000:]}")
+            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return results
+
+
+def cpu_name() -> str:
+    return next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+
+
+def plain_step(model, opt, amp, ids) -> float:
+    """One plain LM step (forward, loss, backward, clip, Adam) on `ids` as its own labels; the loss."""
+    import torch
+
+    with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.item()
+
+
 def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
     import random
 
@@ -67,13 +97,7 @@ def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
     lengths = random.Random(0)
 
     def step() -> None:
-        ids = ids_all[:, :lengths.randint(min_seq, seq)] if min_seq else ids_all
-        with torch.autocast("cpu", dtype=amp, enabled=amp is not None):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        plain_step(model, opt, amp, ids_all[:, :lengths.randint(min_seq, seq)] if min_seq else ids_all)
 
     step()  # warm-up: Adam state, first allocations
     times, faults = [], []
@@ -110,17 +134,10 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"--arms: no arm {', '.join(sorted(unknown))} here (arms: {', '.join(arms)})")
         arms = {name: env for name, env in arms.items() if name in args.arms}
-    results: dict[str, list[dict]] = {name: [] for name in arms}
     cmd = [sys.executable, __file__, "--child", "--steps", str(args.steps), "--batch", str(args.batch),
            "--seq", str(args.seq), "--min-seq", str(args.min_seq)]
-    for _ in range(args.rounds):
-        for name, env in arms.items():
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            if out.returncode:
-                raise SystemExit(f"arm {name} failed:\n{out.stderr[-2000:]}")
-            results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
-    print(f"CPU: {cpu}, {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    results = run_arms(cmd, arms, args.rounds)
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     shape = f"{args.min_seq}-{args.seq}" if args.min_seq else str(args.seq)
     print(f"plain SmolLM2 step, batch {args.batch} x {shape} tokens, bf16 autocast where the CPU has it; "
           f"{args.rounds} processes x {args.steps} timed steps per arm, interleaved")

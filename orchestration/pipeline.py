@@ -4,7 +4,10 @@ DVC decides which stages are stale; each stage it runs is a Prefect flow of its 
 that finds the parent run id in MWPGEN_PARENT_RUN_ID. Every stage reports to one Prefect API, named by
 PREFECT_API_URL in the environment `dvc repro` passes on: the server PREFECT_API_URL already names, else one this
 command starts on a free loopback port and stops at the end (orchestration/prefect_api.py), so no stage starts a
-temporary server of its own. This is also the flow that `prefect.yaml` deploys.
+temporary server of its own. While DVC runs, dvc.lock holds only the entries of the stages dvc.yaml defines under the
+current params (orchestration/dvc_lock.py): DVC rewrites the whole file around every stage, and the entries of other
+runs (datasets, folds, variants) are put back, in their places, when it is done. This is also the flow that
+`prefect.yaml` deploys.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import time
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
+from orchestration.dvc_lock import trimmed_lock
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api, sigint_at_default
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
+from mwpgen.config.schema import Params
 from tracking.runs import PARENT_ENV, stage_run
 
 
@@ -63,6 +68,17 @@ def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, floa
     return returncode, timings
 
 
+def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
+    """The environment `dvc repro` passes on to every stage: this run's Prefect API and MLflow parent run."""
+    env = {**os.environ, **api_env(), PARENT_ENV: parent_run_id}
+    if params.experiment.smoke:
+        # Short stages sharing 2 cores with the METEOR JVM, DVC and the Prefect server: torch's OpenMP threads sleep
+        # instead of spinning while they wait (a parse beside the JVM's start 3.3 s against 7.8 s; but a long
+        # training's step 6 % slower, so not for real runs: bench/bench_omp_wait.py).
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
              push: bool = True, commit: bool = True) -> None:
@@ -73,10 +89,13 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
     cmd = ["dvc", "repro", *(["--force"] if force else []), *([] if commit else ["--no-commit"]), *(targets or [])]
     with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
         run.params(params.model_dump())
-        env = {**os.environ, **api_env(), PARENT_ENV: run.run_id}  # every stage: this run's Prefect API
+        env = stage_env(params, run.run_id)
         log.info("running %s (parent MLflow run %s)", " ".join(cmd), run.run_id)
         start = time.time()
-        returncode, timings = _run_and_time_stages(cmd, env)
+        with trimmed_lock(PROJECT_ROOT) as set_aside:
+            if set_aside:
+                log.info("dvc.lock: %d entries of stages this run cannot touch set aside while DVC runs", set_aside)
+            returncode, timings = _run_and_time_stages(cmd, env)
         wall = time.time() - start
         log.info("pipeline wall time %.1f s; stage wall times (s):\n%s", wall,
                  "\n".join(f"  {k:40s} {v:8.1f}" for k, v in timings.items()))

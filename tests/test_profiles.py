@@ -102,3 +102,17 @@ def test_pipeline_refuses_an_empty_profile_before_starting(project):
         project("--profile", "blank")
     assert str(e.value.code).startswith("error: ") and "blank.yaml: empty profile" in str(e.value.code)
     assert (project.root / "params.yaml").read_text() == before
+
+
+def test_a_smoke_run_lets_torch_threads_sleep_while_they_wait_and_a_real_run_does_not(monkeypatch):
+    from mwpgen.config.schema import Params
+    from orchestration.pipeline import stage_env
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    real = Params()
+    smoke = real.model_copy(update={"experiment": real.experiment.model_copy(update={"smoke": True})})
+    assert "OMP_WAIT_POLICY" not in stage_env(real, "r1")
+    assert stage_env(smoke, "r1")["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert stage_env(smoke, "r1")["MWPGEN_PARENT_RUN_ID"] == "r1"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # a user's own choice stands
+    assert stage_env(smoke, "r1")["OMP_WAIT_POLICY"] == "ACTIVE"
