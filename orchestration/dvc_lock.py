@@ -96,8 +96,11 @@ def trimmed_lock(root: Path, names: set[str] | None = None) -> Iterator[int]:
             print(f"dvc.lock: put back the entries a killed run had set aside ({UNTRIMMED})", flush=True)
         lock = root / "dvc.lock"
         entries = split_entries(lock.read_text()) if lock.exists() else None
-        if names is None:
-            names = stage_names(root) if entries else set()
+        if names is None and entries:
+            try:
+                names = stage_names(root)
+            except Exception:  # noqa: BLE001 -- a dvc.yaml DVC cannot read: its own `dvc repro` says why
+                entries = None
         kept = {name: entry for name, entry in (entries or {}).items() if name in names}
         if not entries or len(kept) == len(entries):
             yield 0

@@ -15,6 +15,12 @@ from typing import Iterator
 
 import pytest
 
+# Two pytest workers on two cores, each with torch's two OpenMP threads: waiting threads sleep instead of spinning on
+# the core another process needs (libgomp's default spins). The suite from a fresh clone, one pair on this 2-core Intel
+# Xeon: 587.7 s against 645.6 s (bench/bench_omp_wait.py: the mechanism). Set before anything imports torch; the
+# stage processes the tests start inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from orchestration.prefect_api import free_port, pointed_server  # noqa: F401 -- free_port: tests use it
 
 ROOT = Path(__file__).resolve().parent.parent

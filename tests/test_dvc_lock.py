@@ -123,3 +123,12 @@ def test_an_error_inside_puts_the_entries_back(locked_repo, tmp_path):
         assert (repo / "dvc.lock").read_text() == "schema: '2.0'\n"
         raise KeyboardInterrupt
     assert (repo / "dvc.lock").read_text() == before
+
+
+def test_a_dvc_yaml_dvc_cannot_read_leaves_the_lock_whole(locked_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(locked_repo, repo)
+    before = (repo / "dvc.lock").read_text()
+    (repo / "dvc.yaml").write_text(STAGES.replace("${items}", "${no_such_param}"))
+    with trimmed_lock(repo) as set_aside:
+        assert set_aside == 0 and (repo / "dvc.lock").read_text() == before
