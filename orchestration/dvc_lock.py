@@ -8,13 +8,15 @@ are), so `trimmed_lock` hands DVC just those and puts the others back on the way
 is the file DVC would have written, byte for byte.
 
 The untrimmed file waits in `.dvc/tmp/dvc.lock.untrimmed` meanwhile; a run killed before it could put the entries
-back (SIGKILL, power loss) leaves it there, and the next `trimmed_lock` restores it first.
+back (SIGKILL, power loss) leaves it there, and the next `trimmed_lock` restores it first. DVC stages dvc.lock in git
+after each stage here (`core.autostage`); the whole file is staged again once it is whole.
 """
 
 from __future__ import annotations
 
 import fcntl
 import re
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -24,6 +26,7 @@ import yaml
 EMPTY = "schema: '2.0'\n"  # what DVC reads as a lock with no stage yet (a `stages:` with nothing under it it cannot)
 HEADER = EMPTY + "stages:\n"
 UNTRIMMED = ".dvc/tmp/dvc.lock.untrimmed"
+STAGED_BEFORE = ".dvc/tmp/dvc.lock.staged-before"  # git's index entry for dvc.lock as the run began
 ENTRY = re.compile(r"^  (?! )(.+):\n", re.M)  # a stage's key: two spaces, its name, a colon, nothing after
 
 
@@ -68,13 +71,25 @@ def stage_names(root: Path) -> set[str]:
         return {stage.name for stage in repo.index.stages if getattr(stage, "name", None)}
 
 
+def staged(root: Path) -> str | None:
+    """git's index entry for dvc.lock ("" if none), None outside a git work tree."""
+    proc = subprocess.run(["git", "ls-files", "-s", "--", "dvc.lock"], cwd=root, capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else None
+
+
 def restore(root: Path) -> bool:
-    """Put back what a killed run left set aside; whether there was anything."""
-    lock, untrimmed = root / "dvc.lock", root / UNTRIMMED
+    """Put back the entries set aside (by this run, or by one killed before it could); whether there were any. If
+    DVC staged dvc.lock meanwhile (`core.autostage`, this project's setting), the whole file is staged in its place,
+    as DVC would have staged it: a `git commit` never records the trimmed one."""
+    lock, untrimmed, staged_before = root / "dvc.lock", root / UNTRIMMED, root / STAGED_BEFORE
     if not untrimmed.exists():
         return False
     trimmed = lock.read_text() if lock.exists() else ""
     lock.write_text(merged(untrimmed.read_text(), trimmed))
+    before = staged_before.read_text() if staged_before.exists() else None
+    if before is not None and staged(root) not in (None, before):
+        subprocess.run(["git", "add", "--", "dvc.lock"], cwd=root, check=True, capture_output=True)
+    staged_before.unlink(missing_ok=True)
     untrimmed.unlink()
     return True
 
@@ -105,7 +120,8 @@ def trimmed_lock(root: Path, names: set[str] | None = None) -> Iterator[int]:
         if not entries or len(kept) == len(entries):
             yield 0
             return
-        (root / UNTRIMMED).write_text(lock.read_text())  # first: from here on a kill loses nothing
+        (root / STAGED_BEFORE).write_text(staged(root) or "")
+        (root / UNTRIMMED).write_text(lock.read_text())  # from here on a kill loses nothing
         lock.write_text(HEADER + "".join(kept.values()) if kept else EMPTY)
         try:
             yield len(entries) - len(kept)

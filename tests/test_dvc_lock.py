@@ -132,3 +132,31 @@ def test_a_dvc_yaml_dvc_cannot_read_leaves_the_lock_whole(locked_repo, tmp_path)
     (repo / "dvc.yaml").write_text(STAGES.replace("${items}", "${no_such_param}"))
     with trimmed_lock(repo) as set_aside:
         assert set_aside == 0 and (repo / "dvc.lock").read_text() == before
+
+
+def test_what_dvc_stages_in_git_is_the_whole_lock(tmp_path):
+    """With `core.autostage` (this project's DVC setting) DVC `git add`s dvc.lock after each stage: the trimmed one,
+    here. Once whole again, the whole file is staged, as a plain `dvc repro` would have left the index."""
+    indexes = []
+    for name, trim in (("plain", False), ("trimmed", True)):
+        repo = tmp_path / name
+        repo.mkdir()
+        subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+        _dvc(repo, "init", "-q")
+        _dvc(repo, "config", "core.autostage", "true")
+        (repo / "dvc.yaml").write_text(STAGES)
+        _params(repo, ["a", "b", "c"], 1)
+        _dvc(repo, "repro", "-q")
+        _params(repo, ["b"], 2)
+        if trim:
+            with trimmed_lock(repo) as set_aside:
+                assert set_aside == 2
+                _dvc(repo, "repro", "-q")
+                assert list(split_entries(subprocess.run(["git", "show", ":dvc.lock"], cwd=repo, check=True,
+                                                         capture_output=True, text=True).stdout)) == ["make@b"]
+        else:
+            _dvc(repo, "repro", "-q")
+        indexes.append(subprocess.run(["git", "show", ":dvc.lock"], cwd=repo, check=True, capture_output=True,
+                                      text=True).stdout)
+        assert indexes[-1] == (repo / "dvc.lock").read_text()
+    assert indexes[0] == indexes[1]
