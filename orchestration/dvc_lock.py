@@ -26,6 +26,7 @@ import yaml
 EMPTY = "schema: '2.0'\n"  # what DVC reads as a lock with no stage yet (a `stages:` with nothing under it it cannot)
 HEADER = EMPTY + "stages:\n"
 UNTRIMMED = ".dvc/tmp/dvc.lock.untrimmed"
+TRIM_GUARD = ".dvc/tmp/dvc.lock.trim"  # flock held while a run's lock is trimmed
 STAGED_BEFORE = ".dvc/tmp/dvc.lock.staged-before"  # git's index entry for dvc.lock as the run began
 ENTRY = re.compile(r"^  (?! )(.+):\n", re.M)  # a stage's key: two spaces, its name, a colon, nothing after
 
@@ -99,7 +100,7 @@ def trimmed_lock(root: Path, names: set[str] | None = None) -> Iterator[int]:
     """dvc.lock with only the entries of `names` (default: `stage_names(root)`) while inside; yields how many entries
     were set aside (0: nothing trimmed: no lock yet, one laid out otherwise, or another run in this project holds
     it, whose `dvc repro` then refuses this one's as DVC does)."""
-    guard = root / ".dvc" / "tmp" / "dvc.lock.trim"
+    guard = root / TRIM_GUARD
     guard.parent.mkdir(parents=True, exist_ok=True)
     with open(guard, "w") as held:
         try:  # released by the kernel however the holder ends, so a killed run's entries are ours to put back
@@ -110,7 +111,8 @@ def trimmed_lock(root: Path, names: set[str] | None = None) -> Iterator[int]:
         if restore(root):
             print(f"dvc.lock: put back the entries a killed run had set aside ({UNTRIMMED})", flush=True)
         lock = root / "dvc.lock"
-        entries = split_entries(lock.read_text()) if lock.exists() else None
+        text = lock.read_text() if lock.exists() else None
+        entries = split_entries(text) if text is not None else None
         if names is None and entries:
             try:
                 names = stage_names(root)
@@ -121,7 +123,7 @@ def trimmed_lock(root: Path, names: set[str] | None = None) -> Iterator[int]:
             yield 0
             return
         (root / STAGED_BEFORE).write_text(staged(root) or "")
-        (root / UNTRIMMED).write_text(lock.read_text())  # from here on a kill loses nothing
+        (root / UNTRIMMED).write_text(text)  # from here on a kill loses nothing
         lock.write_text(HEADER + "".join(kept.values()) if kept else EMPTY)
         try:
             yield len(entries) - len(kept)

@@ -33,16 +33,28 @@ def _params(repo: Path, items: list[str], size: int) -> None:
     (repo / "params.yaml").write_text(f"items: [{', '.join(items)}]\nsize: {size}\n")
 
 
+def _lock_three_stages(repo: Path) -> Path:
+    """`repo`, a DVC project (in git if it is a git work tree) whose dvc.lock holds make@a, make@b, make@c."""
+    _dvc(repo, "init", "-q", *([] if (repo / ".git").exists() else ["--no-scm"]))
+    (repo / "dvc.yaml").write_text(STAGES)
+    _params(repo, ["a", "b", "c"], 1)
+    _dvc(repo, "repro", "-q")
+    return repo
+
+
 @pytest.fixture(scope="module")
 def locked_repo(tmp_path_factory) -> Path:
     """A DVC project whose dvc.lock holds make@a, make@b, make@c (params items [a, b, c], size 1)."""
     repo = tmp_path_factory.mktemp("locked") / "repo"
     repo.mkdir()
-    _dvc(repo, "init", "--no-scm", "-q")
-    (repo / "dvc.yaml").write_text(STAGES)
-    _params(repo, ["a", "b", "c"], 1)
-    _dvc(repo, "repro", "-q")
-    return repo
+    return _lock_three_stages(repo)
+
+
+@pytest.fixture
+def repo(locked_repo, tmp_path) -> Path:
+    """A copy of `locked_repo` of this test's own."""
+    shutil.copytree(locked_repo, tmp_path / "repo")
+    return tmp_path / "repo"
 
 
 def test_the_committed_lock_splits_into_its_stages_and_merges_back_unchanged():
@@ -85,9 +97,7 @@ def test_a_repro_in_a_trimmed_lock_leaves_the_file_dvc_would_have_written(locked
     assert not (trimmed / ".dvc" / "tmp" / "dvc.lock.untrimmed").exists()
 
 
-def test_entries_set_aside_by_a_killed_run_are_put_back_by_the_next(locked_repo, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(locked_repo, repo)
+def test_entries_set_aside_by_a_killed_run_are_put_back_by_the_next(repo):
     before = (repo / "dvc.lock").read_text()
     _params(repo, ["c"], 1)
     killed = subprocess.run([sys.executable, "-c", "import os, signal; from pathlib import Path\n"
@@ -103,9 +113,7 @@ def test_entries_set_aside_by_a_killed_run_are_put_back_by_the_next(locked_repo,
     assert not restore(repo)
 
 
-def test_a_second_run_in_the_same_project_leaves_the_lock_to_the_first(locked_repo, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(locked_repo, repo)
+def test_a_second_run_in_the_same_project_leaves_the_lock_to_the_first(repo):
     before = (repo / "dvc.lock").read_text()
     with trimmed_lock(repo, names={"make@a"}) as first:
         trimmed = (repo / "dvc.lock").read_text()
@@ -115,9 +123,7 @@ def test_a_second_run_in_the_same_project_leaves_the_lock_to_the_first(locked_re
     assert (repo / "dvc.lock").read_text() == before
 
 
-def test_an_error_inside_puts_the_entries_back(locked_repo, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(locked_repo, repo)
+def test_an_error_inside_puts_the_entries_back(repo):
     before = (repo / "dvc.lock").read_text()
     with pytest.raises(KeyboardInterrupt), trimmed_lock(repo, names=set()):
         assert (repo / "dvc.lock").read_text() == "schema: '2.0'\n"
@@ -125,9 +131,7 @@ def test_an_error_inside_puts_the_entries_back(locked_repo, tmp_path):
     assert (repo / "dvc.lock").read_text() == before
 
 
-def test_a_dvc_yaml_dvc_cannot_read_leaves_the_lock_whole(locked_repo, tmp_path):
-    repo = tmp_path / "repo"
-    shutil.copytree(locked_repo, repo)
+def test_a_dvc_yaml_dvc_cannot_read_leaves_the_lock_whole(repo):
     before = (repo / "dvc.lock").read_text()
     (repo / "dvc.yaml").write_text(STAGES.replace("${items}", "${no_such_param}"))
     with trimmed_lock(repo) as set_aside:
@@ -142,11 +146,8 @@ def test_what_dvc_stages_in_git_is_the_whole_lock(tmp_path):
         repo = tmp_path / name
         repo.mkdir()
         subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-        _dvc(repo, "init", "-q")
+        _lock_three_stages(repo)
         _dvc(repo, "config", "core.autostage", "true")
-        (repo / "dvc.yaml").write_text(STAGES)
-        _params(repo, ["a", "b", "c"], 1)
-        _dvc(repo, "repro", "-q")
         _params(repo, ["b"], 2)
         if trim:
             with trimmed_lock(repo) as set_aside:
