@@ -5,9 +5,10 @@
 libgomp, which the CPU build of torch uses, lets a thread that waits for the others spin for a while before it
 sleeps. On 2 cores that is free while torch has the machine to itself, and costly when something else wants a core:
 the evaluate stage parses while the METEOR JVM starts beside it (bench/bench_parse_beside_jvm.py), and the test suite
-runs two pytest workers, each with two torch threads. scripts/env.sh sets OMP_WAIT_POLICY=PASSIVE. Each arm runs in a
-child process of its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's
-default, OMP_WAIT_POLICY=PASSIVE (no spinning) and GOMP_SPINCOUNT=10000 (a thirtieth of the default spin).
+runs two pytest workers, each with two torch threads. Smoke runs (orchestration/pipeline.py's `stage_env`) and the
+suite (tests/conftest.py) set OMP_WAIT_POLICY=PASSIVE; real runs keep the default. Each arm runs in a child process
+of its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's default,
+OMP_WAIT_POLICY=PASSIVE (no spinning) and GOMP_SPINCOUNT=10000 (a thirtieth of the default spin).
 
 - `train step`: a plain SmolLM2 training step alone (batch 8 x 80 tokens, bf16 autocast where the CPU has it; one
   warm-up step, `--steps` timed); its losses must agree across arms (the same arithmetic, only the waiting differs).
@@ -81,7 +82,7 @@ def main() -> None:
     cli.add_argument("evaluator", type=Path, help="a trained evaluator (models/mwp2eq/<dataset>/fold<k>)")
     cli.add_argument("--rounds", type=int, default=2, help="child processes per arm, interleaved")
     cli.add_argument("--steps", type=int, default=4, help="timed training steps per child")
-    cli.add_argument("--n", type=int, default=8, help="test problems per parse (the smoke profile: 8)")
+    cli.add_argument("--n", type=int, default=8, help="test problems per parse (8: the smoke profile's when measured)")
     cli.add_argument("--arms", nargs="+", choices=list(ARMS), help="only these arms (default: all)")
     cli.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = cli.parse_args()
