@@ -1,71 +1,34 @@
-"""The whole pipeline: `dvc repro` under one parent MLflow run, so every stage run is its child.
+"""The whole pipeline: DVC's stages under one parent MLflow run, so every stage run is its child.
 
 DVC decides which stages are stale; each stage it runs is a Prefect flow of its own (`python -m flows.<stage>`)
-that finds the parent run id in MWPGEN_PARENT_RUN_ID. Every stage reports to one Prefect API, named by
-PREFECT_API_URL in the environment `dvc repro` passes on: the server PREFECT_API_URL already names, else one this
-command starts on a free loopback port and stops at the end (orchestration/prefect_api.py), so no stage starts a
-temporary server of its own. While DVC runs, dvc.lock holds only the entries of the stages dvc.yaml defines under the
-current params (orchestration/dvc_lock.py): DVC rewrites the whole file around every stage, and the entries of other
-runs (datasets, folds, variants) are put back, in their places, when it is done. This is also the flow that
-`prefect.yaml` deploys.
+that finds the parent run id in MWPGEN_PARENT_RUN_ID. Stages that do not depend on each other may run side by side
+(`--jobs`; a smoke run two at a time), each reproduced by a `dvc repro` of its own (orchestration/parallel_repro.py).
+Every stage reports to one Prefect API, named by PREFECT_API_URL in the environment DVC passes on: the server
+PREFECT_API_URL already names, else one this command starts on a free loopback port and stops at the end
+(orchestration/prefect_api.py), so no stage starts a temporary server of its own. While DVC runs, dvc.lock holds only
+the entries of the stages dvc.yaml defines under the current params (orchestration/dvc_lock.py): DVC rewrites the
+whole file around every stage, and the entries of other runs (datasets, folds, variants) are put back, in their
+places, when it is done. This is also the flow that `prefect.yaml` deploys.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 import time
 
 from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
+from orchestration import parallel_repro
 from orchestration.dvc_lock import trimmed_lock
 from orchestration.fold_run import DvcCommandError, dvc
-from orchestration.prefect_api import api_env, shared_api, sigint_at_default
+from orchestration.prefect_api import api_env, shared_api
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from mwpgen.config.schema import Params
 from tracking.runs import PARENT_ENV, stage_run
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _run_and_time_stages(cmd: list[str], env: dict) -> tuple[int, dict[str, float]]:
-    """Run `dvc repro`, echoing its output, and time each stage from its "Running stage" line to the next."""
-    timings: dict[str, float] = {}
-    current, since = None, time.time()
-    # Its own process group: an interruption of this process reaches DVC and the stage it runs (below) while the
-    # Prefect server they report to still answers.
-    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, start_new_session=True, preexec_fn=sigint_at_default)
-    try:
-        for line in proc.stdout:
-            sys.stdout.write(line)
-            if line.startswith("Running stage '"):
-                now = time.time()
-                if current:
-                    timings[current] = round(now - since, 1)
-                current, since = line.split("'")[1], now
-    except BaseException:  # Ctrl-C, SIGTERM (orchestration/prefect_api.py): DVC and its stage stop first, as on a Ctrl-C
-        _signal_group(proc, signal.SIGINT)
-        try:  # what DVC and the stage say while they stop (e.g. a checkpoint saved) is echoed too
-            sys.stdout.write(proc.communicate(timeout=60)[0] or "")
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            sys.stdout.write(proc.communicate()[0] or "")
-        raise
-    returncode = proc.wait()
-    if current:
-        timings[current] = round(time.time() - since, 1)
-    return returncode, timings
 
 
 def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
@@ -79,32 +42,41 @@ def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
     return env
 
 
+SMOKE_JOBS = 2  # a smoke run's stages side by side on two cores: docs/stage_overhead.md
+
+
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
-             push: bool = True, commit: bool = True) -> None:
+             push: bool = True, commit: bool = True, jobs: int | None = None) -> None:
     log = get_run_logger()
     params = params_or_exit(str(PROJECT_ROOT / params_file))  # refuse bad params before any stage starts
     if push and not commit:
         raise ValueError("nothing to push without committing the outputs to the DVC cache")
-    cmd = ["dvc", "repro", *(["--force"] if force else []), *([] if commit else ["--no-commit"]), *(targets or [])]
+    jobs = jobs or (SMOKE_JOBS if params.experiment.smoke else 1)
     with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
-        run.params(params.model_dump())
+        run.params({**params.model_dump(), "jobs": jobs})
         env = stage_env(params, run.run_id)
-        log.info("running %s (parent MLflow run %s)", " ".join(cmd), run.run_id)
         start = time.time()
         with trimmed_lock(PROJECT_ROOT) as set_aside:
             if set_aside:
                 log.info("dvc.lock: %d entries of stages this run cannot touch set aside while DVC runs", set_aside)
-            returncode, timings = _run_and_time_stages(cmd, env)
+            planned = parallel_repro.plan(PROJECT_ROOT, targets or [], force)
+            log.info("%d stages to reproduce, %d at a time (parent MLflow run %s); %d up to date", len(planned.stages),
+                     jobs, run.run_id, planned.up_to_date)
+            outcome = parallel_repro.run(planned, parallel_repro.dvc_repro(force, commit), cwd=PROJECT_ROOT,
+                                         env=env, jobs=jobs)
         wall = time.time() - start
-        log.info("pipeline wall time %.1f s; stage wall times (s):\n%s", wall,
-                 "\n".join(f"  {k:40s} {v:8.1f}" for k, v in timings.items()))
+        log.info("pipeline wall time %.1f s; stage wall and CPU times (s; CPU: DVC's and the stage's):\n%s", wall,
+                 "\n".join(f"  {k:40s} {v:8.1f} {outcome.cpu_seconds[k]:8.1f}" for k, v in outcome.seconds.items()))
         # MLflow metric names may not contain "@" (DVC's matrix stage names do): train@gpt-arithmetic-0 -> train:gpt-...
-        run.metrics({"wall_s": wall, **{f"stage_wall_s.{k.replace('@', ':')}": v for k, v in timings.items()}})
+        run.metrics({"wall_s": wall, **{f"stage_{what}.{k.replace('@', ':')}": v
+                                        for what, times in (("wall_s", outcome.seconds), ("cpu_s", outcome.cpu_seconds))
+                                        for k, v in times.items()}})
         for path in ("dvc.lock", "params.yaml"):
             run.artifact(PROJECT_ROOT / path)
-        if returncode != 0:
-            raise RuntimeError(f"`{' '.join(cmd)}` exited with {returncode}; see the stage output above")
+        if not outcome.ok:
+            raise RuntimeError(f"failed: {', '.join(outcome.failed)}; see their output above"
+                               + (f" (not started: {', '.join(outcome.not_started)})" if outcome.not_started else ""))
         if push:  # what this run produced, to the DVC remote (.dvc/config): `dvc pull` elsewhere restores it
             try:
                 dvc(["push", *(targets or [])], PROJECT_ROOT, env)
@@ -118,6 +90,9 @@ def main() -> None:
     cli.add_argument("--force", action="store_true", help="rerun stages even if DVC finds them up to date")
     cli.add_argument("--profile", help="apply profiles/<NAME>.yaml to params.yaml first (e.g. paper); "
                      "a path (with a / or ending in .yaml / .yml) is read as given")
+    cli.add_argument("--jobs", type=int, metavar="N",
+                     help=f"stages to run at once when they do not depend on each other (default: {SMOKE_JOBS} in a "
+                          "smoke run, else 1: a training takes both cores of a 2-core machine)")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
     cli.add_argument("--no-commit", action="store_true",
                      help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
@@ -137,7 +112,7 @@ def main() -> None:
         with shared_api() as api_url:
             print(f"Prefect API for every stage: {api_url}", flush=True)
             pipeline(targets=args.targets or None, force=args.force, push=not (args.no_push or args.no_commit),
-                     commit=not args.no_commit)
+                     commit=not args.no_commit, jobs=args.jobs)
     except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
 

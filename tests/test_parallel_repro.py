@@ -1,0 +1,151 @@
+"""orchestration/parallel_repro.py: DVC's plan, stages side by side once what they depend on is done, DVC's lock."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from orchestration.parallel_repro import Plan, dvc_repro, plan, run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# a -> (b, c) -> d; each step notes when it started and ended (times/, not tracked by DVC) and takes a second.
+STEP = """\
+import sys, time
+from pathlib import Path
+name, deps = sys.argv[1], sys.argv[2:]
+Path("times").mkdir(exist_ok=True)
+start = time.time()
+time.sleep(1.0)
+Path(f"{name}.txt").write_text(name + "".join(Path(d).read_text() for d in deps))
+Path("times", name).write_text(f"{start} {time.time()}")
+"""
+STAGES = """\
+stages:
+  a: {cmd: python step.py a, outs: [a.txt]}
+  b: {cmd: python step.py b a.txt, deps: [a.txt], outs: [b.txt]}
+  c: {cmd: python step.py c a.txt, deps: [a.txt], params: [size], outs: [c.txt]}
+  d: {cmd: python step.py d b.txt c.txt, deps: [b.txt, c.txt], outs: [d.txt]}
+"""
+
+
+def _dvc(repo: Path, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "dvc", *args], cwd=repo, check=True, capture_output=True, text=True)
+
+
+def _project(repo: Path) -> Path:
+    repo.mkdir()
+    _dvc(repo, "init", "-q", "--no-scm")
+    (repo / "step.py").write_text(STEP)
+    (repo / "dvc.yaml").write_text(STAGES)
+    (repo / "params.yaml").write_text("size: 1\n")
+    return repo
+
+
+def _times(repo: Path, name: str) -> tuple[float, float]:
+    start, end = (repo / "times" / name).read_text().split()
+    return float(start), float(end)
+
+
+def _env() -> dict:
+    # the stages' `python` is this interpreter (its DVC and yaml), as scripts/run.sh would have it
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_independent_stages_run_side_by_side_and_the_lock_is_the_one_dvc_repro_writes(tmp_path):
+    plain, parallel = _project(tmp_path / "plain"), _project(tmp_path / "parallel")
+    _dvc(plain, "repro", "-q")
+
+    planned = plan(parallel)
+    assert planned.stages == ["a", "b", "c", "d"] and planned.up_to_date == 0
+    assert planned.upstream == {"a": set(), "b": {"a"}, "c": {"a"}, "d": {"b", "c"}}
+    out = io.StringIO()
+    outcome = run(planned, dvc_repro(), cwd=parallel, env=_env(), jobs=2, out=out)
+    assert outcome.ok and sorted(outcome.seconds) == ["a", "b", "c", "d"], out.getvalue()
+    assert sorted(outcome.cpu_seconds) == ["a", "b", "c", "d"] and all(t > 0 for t in outcome.cpu_seconds.values())
+    (b_start, b_end), (c_start, c_end) = _times(parallel, "b"), _times(parallel, "c")
+    assert b_start < c_end and c_start < b_end  # side by side
+    assert _times(parallel, "a")[1] < min(b_start, c_start) and _times(parallel, "d")[0] > max(b_end, c_end)
+    assert "b | Running stage 'b':" in out.getvalue().splitlines()
+    assert (parallel / "d.txt").read_text() == "dbaca"
+    lock = lambda repo: yaml.safe_load((repo / "dvc.lock").read_text())  # noqa: E731
+    assert lock(parallel) == lock(plain)
+
+    assert plan(parallel).stages == [] and plan(parallel).up_to_date == 4
+    (parallel / "params.yaml").write_text("size: 2\n")
+    assert plan(parallel).stages == ["c", "d"]  # c is stale, d may become so; a and b are up to date
+    assert plan(parallel, ["b"], force=True).stages == ["a", "b"]
+
+
+def test_a_failed_stage_stops_what_waits_for_it_and_nothing_new_starts(tmp_path):
+    planned = Plan(["a", "b", "c", "d"], {"a": set(), "b": {"a"}, "c": {"a"}, "d": {"b", "c"}})
+    scripts = {"a": "print('a done')", "b": "import sys; sys.exit('b broke')",
+               "c": "import time; time.sleep(1); print('c done')", "d": "print('d ran')"}
+    out = io.StringIO()
+    outcome = run(planned, lambda stage: [sys.executable, "-c", scripts[stage]], cwd=tmp_path, env=dict(os.environ),
+                  jobs=2, out=out)
+    assert outcome.failed == ["b"] and outcome.not_started == ["d"] and not outcome.ok
+    assert "c | c done" in out.getvalue() and "b | b broke" in out.getvalue() and "d ran" not in out.getvalue()
+    assert outcome.unchanged == ["a", "c"]  # no "Running stage" line: DVC would have found them up to date
+
+
+def test_stages_wait_their_turn_and_the_one_more_stages_wait_for_starts_first(tmp_path):
+    planned = Plan(["x", "y", "z"], {"x": set(), "y": set(), "z": {"y"}})
+    assert [planned.waiting_on(s) for s in planned.stages] == [0, 1, 0]
+    out = io.StringIO()
+    script = "import sys, time; print(sys.argv[1], time.time(), flush=True); time.sleep(0.3)"
+    outcome = run(planned, lambda stage: [sys.executable, "-c", script, stage], cwd=tmp_path, env=dict(os.environ),
+                  jobs=1, out=out)
+    assert outcome.ok
+    started = [line.split(" | ")[0] for line in out.getvalue().splitlines()]
+    assert started == ["y", "x", "z"] or started == ["y", "z", "x"]
+    times = sorted(float(line.split()[-1]) for line in out.getvalue().splitlines())
+    assert all(later - earlier >= 0.3 for earlier, later in zip(times, times[1:]))  # one at a time
+
+
+STAND_IN_STAGE = """
+import os, time
+try:  # the pid, printed inside the try: the test signals as soon as it reads it
+    print(os.getpid(), flush=True)
+    time.sleep(300)
+except KeyboardInterrupt:
+    print("stage interrupted", flush=True)
+    raise
+"""
+
+PIPELINE = """
+import os, signal, sys
+from pathlib import Path
+from orchestration.prefect_api import _sigterm_as_exit
+from orchestration.parallel_repro import Plan, run
+signal.signal(signal.SIGTERM, _sigterm_as_exit)
+if sys.argv[2] == "ignored":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+run(Plan(["a", "b"], {"a": set(), "b": set()}), lambda stage: [sys.executable, sys.argv[1]], cwd=Path.cwd(),
+    env=dict(os.environ), jobs=2)
+"""
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_an_interrupted_pipeline_stops_its_running_stages_first(tmp_path, sigint):
+    """SIGTERM (as `shared_api` turns it into an exit) while two stages run: each -- a sleeping stand-in for `dvc
+    repro` -- is interrupted as by a Ctrl-C (KeyboardInterrupt: it can save what it has) and waited for before the
+    pipeline process goes on to stop its server; nothing is left running. Also when the pipeline was started with
+    SIGINT ignored, as a script's background job is."""
+    (tmp_path / "stage.py").write_text(STAND_IN_STAGE)
+    proc = subprocess.Popen([sys.executable, "-c", PIPELINE, str(tmp_path / "stage.py"), sigint], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stage_pids = [int(proc.stdout.readline().split(" | ")[1]) for _ in range(2)]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=90) == 128 + signal.SIGTERM
+    assert proc.stdout.read().count("stage interrupted") == 2
+    for pid in stage_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
