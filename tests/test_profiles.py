@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def project(tmp_path, monkeypatch):
-    """A scratch PROJECT_ROOT (params.yaml + profiles/) for orchestration.pipeline.main; the flow itself never runs."""
+def project(tmp_path, monkeypatch, prefect_api):
+    """A scratch PROJECT_ROOT (params.yaml + profiles/) for orchestration.pipeline.main; the flow itself never runs.
+    The session's Prefect server (PREFECT_API_URL) stands in for the one main would start."""
     import orchestration.pipeline as pipeline_cli
 
     root = tmp_path / "project"
@@ -25,6 +26,7 @@ def project(tmp_path, monkeypatch):
     started = []
     monkeypatch.setattr(pipeline_cli, "PROJECT_ROOT", root)
     monkeypatch.setattr(pipeline_cli, "pipeline", lambda **kw: started.append(kw))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")  # made while the server starts
 
     def main(*argv: str) -> list:
         monkeypatch.setattr("sys.argv", ["orchestration.pipeline", *argv])
