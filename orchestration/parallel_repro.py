@@ -99,6 +99,8 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
     each line of their output echoed behind its stage's name. After a failure no stage starts; those running finish
     (their work is kept). Interrupted (Ctrl-C, or SIGTERM made an exception), every running stage is interrupted as
     by a Ctrl-C, and what they print while stopping is echoed."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, not {jobs}")
     outcome, finished = Outcome(), queue.Queue()
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     relays: list[threading.Thread] = []

@@ -46,6 +46,12 @@ def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
 SMOKE_JOBS = 2  # a smoke run's stages side by side on two cores: docs/stage_overhead.md
 
 
+def stage_jobs(params: Params, jobs: int | None) -> int:
+    """Stages run at once: `jobs` when given; else two in a smoke run, whose short stages keep 1.2 of two cores busy
+    one at a time, and one otherwise: a training takes both cores of a 2-core machine."""
+    return jobs or (SMOKE_JOBS if params.experiment.smoke else 1)
+
+
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
              push: bool = True, commit: bool = True, jobs: int | None = None) -> None:
@@ -53,7 +59,7 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
     params = params_or_exit(str(PROJECT_ROOT / params_file))  # refuse bad params before any stage starts
     if push and not commit:
         raise ValueError("nothing to push without committing the outputs to the DVC cache")
-    jobs = jobs or (SMOKE_JOBS if params.experiment.smoke else 1)
+    jobs = stage_jobs(params, jobs)
     with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
         run.params({**params.model_dump(), "jobs": jobs})
         env = stage_env(params, run.run_id)
@@ -108,6 +114,8 @@ def main() -> None:
                      help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
                           "a first look whose models are thrown away; `dvc commit` caches them later")
     args = cli.parse_args()
+    if args.jobs is not None and args.jobs < 1:
+        cli.error(f"--jobs must be at least 1, not {args.jobs}")
     if args.profile:
         try:
             profile = resolve_profile(args.profile, PROJECT_ROOT / "profiles")

@@ -110,6 +110,11 @@ def test_stages_wait_their_turn_and_the_one_more_stages_wait_for_starts_first(tm
     assert all(later - earlier >= 0.3 for earlier, later in zip(times, times[1:]))  # one at a time
 
 
+def test_at_least_one_stage_at_a_time(tmp_path):
+    with pytest.raises(ValueError, match="jobs must be at least 1, not 0"):
+        run(Plan(["a"], {"a": set()}), lambda stage: ["true"], cwd=tmp_path, env=dict(os.environ), jobs=0)
+
+
 STAND_IN_STAGE = """
 import os, time
 try:  # the pid, printed inside the try: the test signals as soon as it reads it
