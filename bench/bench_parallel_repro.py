@@ -1,7 +1,7 @@
 """What DVC itself costs per stage, one `dvc repro` for the whole run against one `dvc repro --single-item` per stage
 (orchestration/parallel_repro.py), and what running stages side by side gains, on stages that do no work.
 
-A scratch DVC project (in git, with autostage, as this project) of N stages whose command is `true`: a chain (each
+A scratch DVC project (in git, with autostage, as this project) of N stages whose command is a `cat`: a chain (each
 stage depends on the one before: nothing can run side by side) and a fan (N independent stages). Arms, interleaved,
 each on a fresh copy:
 
