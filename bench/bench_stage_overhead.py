@@ -1,6 +1,7 @@
 """The fixed cost of one pipeline stage: a stage process that does no work, run alone (Prefect starts and stops a
-temporary server inside it, as `python -m flows.<stage>` does by itself) and with a shared Prefect API in its
-environment (as every stage of `python -m orchestration.pipeline` now runs), side by side, interleaved.
+temporary server inside it, as `python -m flows.<stage>` does by itself), with a shared Prefect API in its
+environment, and also forked from a warm Python that imported Prefect, MLflow, torch and transformers once (as every
+stage of `python -m orchestration.pipeline` now runs: orchestration/warm_python.py), side by side, interleaved.
 
 The stage is what every stage flow is made of -- `flows.common.run_stage` running a Prefect flow that opens, logs to
 and closes one MLflow run (`tracking.runs.stage_run`) -- with nothing else in it, so what it measures is what each
@@ -18,6 +19,7 @@ ones in a temporary folder.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -32,6 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestration.prefect_api import API_ENV, prefect_server  # noqa: E402
+from orchestration.warm_python import warm_stages  # noqa: E402
+
+# The noop stage is `python -m flows.noop_stage` (a module name the warm Python serves) from a scratch `flows` package
+# whose other modules are the project's (or --vs's: the first PYTHONPATH entry).
+FLOWS_INIT = '''\
+import os
+__path__.append(os.path.join(os.environ["PYTHONPATH"].split(os.pathsep)[0], "flows"))
+'''
 
 NOOP_STAGE = '''\
 import atexit, json, sys, time
@@ -78,9 +88,9 @@ def cpu() -> str:
             f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
-def run_once(cmd: list[str], env: dict, stamps_file: Path | None) -> tuple[float, dict]:
+def run_once(cmd: list[str], env: dict, stamps_file: Path | None, cwd: Path = ROOT) -> tuple[float, dict]:
     start = time.time()
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     end = time.time()
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
@@ -104,9 +114,11 @@ def main() -> None:
     if args.split and not (ROOT / "data" / "processed" / "arithmetic.jsonl").exists():
         sys.exit("--split needs data/processed: run the data stages first (python -m orchestration.pipeline split)")
 
-    with tempfile.TemporaryDirectory(prefix="stage-overhead-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="stage-overhead-") as tmp, contextlib.ExitStack() as stack:
         tmp = Path(tmp)
-        (tmp / "noop_stage.py").write_text(NOOP_STAGE)
+        (tmp / "flows").mkdir()
+        (tmp / "flows" / "__init__.py").write_text(FLOWS_INIT)
+        (tmp / "flows" / "noop_stage.py").write_text(NOOP_STAGE)
         base = {k: v for k, v in os.environ.items() if k != API_ENV}
         base.update({"PREFECT_HOME": str(tmp / "prefect"), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}",
                      "PYTHONPATH": str(ROOT), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
@@ -116,21 +128,27 @@ def main() -> None:
         with prefect_server(tmp / "prefect", ui=False, env=base) as url:
             print(f"shared Prefect server ({url}) up in {time.time() - t:.1f} s (a fresh database: migrations "
                   "included; paid once per pipeline run)")
+            t = time.time()
+            warm = stack.enter_context(warm_stages({**base, API_ENV: url}, wait_s=120))
+            print(f"warm Python listening after {time.time() - t:.1f} s (its imports; paid once per pipeline run)")
             shared = {**base, API_ENV: url}
-            cases = [("noop stage", [sys.executable, str(tmp / "noop_stage.py"), str(tmp / "stamps.json")], True)]
+            cases = [("noop stage", ["-m", "flows.noop_stage", str(tmp / "stamps.json")], tmp, True)]
             if args.split:
-                cases.append(("python -m flows.split", [sys.executable, "-m", "flows.split"], False))
-            for name, cmd, stamped in cases:
-                run_once(cmd, shared, tmp / "stamps.json" if stamped else None)  # warm the caches and the stores
-                envs = {"alone (own temporary server)": base, "shared API (PREFECT_API_URL)": shared}
+                cases.append(("python -m flows.split", ["-m", "flows.split"], ROOT, False))
+            for name, args_, cwd, stamped in cases:
+                envs = {"alone (own temporary server)": (sys.executable, base),
+                        "shared API (PREFECT_API_URL)": (sys.executable, shared),
+                        "shared API, forked from the warm Python": ("python", {**shared, **warm})}
                 if args.vs and stamped:
-                    envs[f"shared API, code of {args.vs}"] = {**shared, "PYTHONPATH": str(args.vs.resolve())}
-                    run_once(cmd, envs[f"shared API, code of {args.vs}"], tmp / "stamps.json")
+                    envs[f"shared API, code of {args.vs}"] = (sys.executable,
+                                                             {**shared, "PYTHONPATH": str(args.vs.resolve())})
+                for python, env in envs.values():  # warm the caches and the stores
+                    run_once([python, *args_], env, tmp / "stamps.json" if stamped else None, cwd)
                 walls = {mode: [] for mode in envs}
                 phases = {mode: {p: [] for p, _, _ in PHASES} for mode in walls}
                 for _ in range(args.repeats):  # interleaved: drift in the machine's load hits every mode alike
-                    for mode, env in envs.items():
-                        wall, stamps = run_once(cmd, env, tmp / "stamps.json" if stamped else None)
+                    for mode, (python, env) in envs.items():
+                        wall, stamps = run_once([python, *args_], env, tmp / "stamps.json" if stamped else None, cwd)
                         walls[mode].append(wall)
                         if stamped:
                             for p, a, b in PHASES:

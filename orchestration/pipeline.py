@@ -14,6 +14,7 @@ places, when it is done. This is also the flow that `prefect.yaml` deploys.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -26,21 +27,26 @@ from orchestration import parallel_repro
 from orchestration.dvc_lock import trimmed_lock
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
+from orchestration.warm_python import SOCKET_ENV, forked_cpu_seconds, warm_stages
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from mwpgen.config.schema import Params
 from tracking.runs import PARENT_ENV, client, experiment_id, stage_run
 
 
+def threads_env(params: Params) -> dict[str, str]:
+    """What a smoke run changes in how its stages' threads wait."""
+    if not params.experiment.smoke:
+        return {}
+    # Short stages sharing 2 cores with the METEOR JVM, DVC and the Prefect server: torch's OpenMP threads sleep
+    # instead of spinning while they wait (a parse beside the JVM's start 3.3 s against 7.8 s; but a long
+    # training's step 6 % slower, so not for real runs: bench/bench_omp_wait.py). A value already set stands.
+    return {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+
+
 def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
     """The environment `dvc repro` passes on to every stage: this run's Prefect API and MLflow parent run."""
-    env = {**os.environ, **api_env(), PARENT_ENV: parent_run_id}
-    if params.experiment.smoke:
-        # Short stages sharing 2 cores with the METEOR JVM, DVC and the Prefect server: torch's OpenMP threads sleep
-        # instead of spinning while they wait (a parse beside the JVM's start 3.3 s against 7.8 s; but a long
-        # training's step 6 % slower, so not for real runs: bench/bench_omp_wait.py).
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    return env
+    return {**os.environ, **api_env(), PARENT_ENV: parent_run_id, **threads_env(params)}
 
 
 SMOKE_JOBS = 2  # a smoke run's stages side by side on two cores: docs/stage_overhead.md
@@ -61,7 +67,7 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
         raise ValueError("nothing to push without committing the outputs to the DVC cache")
     jobs = stage_jobs(params, jobs)
     with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
-        run.params({**params.model_dump(), "jobs": jobs})
+        run.params({**params.model_dump(), "jobs": jobs, "warm_stages": SOCKET_ENV in os.environ})
         env = stage_env(params, run.run_id)
         start = time.time()
         with trimmed_lock(PROJECT_ROOT) as set_aside:
@@ -73,6 +79,11 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
             outcome = parallel_repro.run(planned, parallel_repro.dvc_repro(force, commit), cwd=PROJECT_ROOT,
                                          env=env, jobs=jobs)
         wall = time.time() - start
+        forked = forked_cpu_seconds()  # the CPU time of stages forked from the warm Python, which DVC's rusage lacks
+        outcome.cpu_seconds.update({k: v + forked.get(k, 0.0) for k, v in outcome.cpu_seconds.items()})
+        if SOCKET_ENV in os.environ:
+            log.info("%d of %d stages forked from the warm Python (the others imported everything themselves)",
+                     len(set(forked) & set(outcome.seconds)), len(outcome.seconds))
         log.info("pipeline wall time %.1f s; stage wall and CPU times (s; CPU: DVC's and the stage's):\n%s", wall,
                  "\n".join(f"  {k:40s} {v:8.1f} {outcome.cpu_seconds[k]:8.1f}" for k, v in outcome.seconds.items()))
         # MLflow metric names may not contain "@" (DVC's matrix stage names do): train@gpt-arithmetic-0 -> train:gpt-...
@@ -109,6 +120,10 @@ def main() -> None:
     cli.add_argument("--jobs", type=int, metavar="N",
                      help=f"stages to run at once when they do not depend on each other (default: {SMOKE_JOBS} in a "
                           "smoke run, else 1: a training takes both cores of a 2-core machine)")
+    cli.add_argument("--cold-stages", action="store_true",
+                     help="start every stage in a Python of its own that imports everything itself, as `dvc repro` "
+                          "alone does, instead of forking it from a Python that imported Prefect, MLflow, torch and "
+                          "transformers once for the whole run (orchestration/warm_python.py)")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
     cli.add_argument("--no-commit", action="store_true",
                      help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
@@ -125,9 +140,12 @@ def main() -> None:
         print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)"))
     # Refuse bad params here, before Prefect starts and long before `dvc repro` (whose matrix would otherwise
     # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours): exit status 1.
-    params_or_exit(str(PROJECT_ROOT / "params.yaml"))
+    params = params_or_exit(str(PROJECT_ROOT / "params.yaml"))
     try:
-        with ThreadPoolExecutor(1) as pool:
+        # The warm Python imports (some 10 s of CPU) while the Prefect server starts; stages that start before it
+        # listens run cold.
+        with (contextlib.nullcontext() if args.cold_stages else warm_stages({**os.environ, **threads_env(params)})), \
+                ThreadPoolExecutor(1) as pool:
             preparing = pool.submit(_prepare_while_the_server_starts)
             with shared_api() as api_url:
                 wait([preparing])

@@ -14,6 +14,7 @@ import yaml
 from conftest import copy_project, run_in, scratch_env
 
 from mwpgen.io import write_json, write_jsonl
+from orchestration.warm_python import forked_cpu_seconds, warm_stages
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
 from mwpgen.data.splits import seeded_folds
@@ -82,14 +83,17 @@ def project(tmp_path_factory, prefect_api):
     parent = run_in(dest, env, ["python", "-c", "from tracking.runs import client, experiment_id; c = client(); "
                                 "print(c.create_run(experiment_id(c), run_name='pipeline').info.run_id)"]).stdout.split()[-1]
     env["MWPGEN_PARENT_RUN_ID"] = parent
-    proc = run_in(dest, env, ["dvc", "repro", "--single-item", *STAGES], timeout=1200)
-    return dest, env, parent, proc.stdout
+    with warm_stages(env, wait_s=120) as warm:  # as in a pipeline run: every stage forked from one warm Python
+        proc = run_in(dest, {**env, **warm}, ["dvc", "repro", "--single-item", *STAGES], timeout=1200)
+        forked = forked_cpu_seconds()
+    return dest, env, parent, proc.stdout, forked
 
 
-def test_every_model_stage_ran(project):
-    _, _, _, output = project
+def test_every_model_stage_ran_forked_from_the_warm_python(project):
+    _, _, _, output, forked = project
     for stage in STAGES:
         assert f"Running stage '{stage}'" in output
+    assert sorted(forked) == sorted(STAGES)  # none ran cold: the stages' environment was the warm Python's
 
 
 def test_generation_table_and_scores(project):
@@ -169,7 +173,7 @@ def test_judge_measured_on_blind_labels_and_quoted_by_the_report(project):
 
 
 def test_mlflow_nesting_pipeline_model_dataset_fold(project):
-    dest, _, parent, _ = project
+    dest, _, parent = project[:3]
     db = sqlite3.connect(dest / "mlflow.db")
     names = dict(db.execute("select run_uuid, name from runs").fetchall())
     parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
