@@ -27,7 +27,7 @@ from orchestration import parallel_repro
 from orchestration.dvc_lock import trimmed_lock
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
-from orchestration.warm_python import SOCKET_ENV, forked_cpu_seconds, warm_stages
+from orchestration.warm_python import SOCKET_ENV, forked_cpu_seconds, wait_until_listening, warm_stages
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from mwpgen.config.schema import Params
@@ -50,6 +50,7 @@ def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
 
 
 SMOKE_JOBS = 2  # a smoke run's stages side by side on two cores: docs/stage_overhead.md
+WARM_WAIT_S = 60  # the warm Python's imports: 10-15 s on this 2-core machine
 
 
 def stage_jobs(params: Params, jobs: int | None) -> int:
@@ -76,6 +77,9 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
             planned = parallel_repro.plan(PROJECT_ROOT, targets or [], force)
             log.info("%d stages to reproduce, %d at a time (parent MLflow run %s); %d up to date", len(planned.stages),
                      jobs, run.run_id, planned.up_to_date)
+            # Its imports began with the command and are usually done by now; a stage would import the same itself.
+            if planned.stages and SOCKET_ENV in os.environ and not wait_until_listening(WARM_WAIT_S):
+                log.warning("the warm Python does not listen: every stage imports everything itself")
             outcome = parallel_repro.run(planned, parallel_repro.dvc_repro(force, commit), cwd=PROJECT_ROOT,
                                          env=env, jobs=jobs)
         wall = time.time() - start

@@ -248,6 +248,7 @@ def serve(socket_path: str) -> None:
         except ImportError as e:  # another version of a package: its stages import it themselves
             print(f"warm python: not preloaded: {e}", file=sys.stderr, flush=True)
     if threading.active_count() != 1:
+        Path(socket_path + ".refused").touch()
         sys.exit(f"warm python: an import started a thread ({threading.enumerate()}); not serving")
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -267,6 +268,18 @@ def serve(socket_path: str) -> None:
         conn.close()
 
 
+def wait_until_listening(timeout_s: float, socket_path: str | None = None) -> bool:
+    """Wait until the warm Python of this run (`socket_path`, default: the one in the environment) listens, it
+    refused to serve, or `timeout_s` passed; whether it listens."""
+    path = socket_path or os.environ.get(SOCKET_ENV)
+    if not path:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while not os.path.exists(path) and not os.path.exists(path + ".refused") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return os.path.exists(path)
+
+
 def client_script(python: str) -> str:
     """The `python` put first on the stages' PATH: the client, run by the real Python in isolated mode."""
     return f"#!{python} -IS\n" + Path(warm_python_client.__file__).read_text()
@@ -278,7 +291,7 @@ def warm_stages(env: Mapping[str, str] | None = None, *, wait_s: float = 0) -> I
     Python (see above): the server is started here with `env` (default: this process's environment) and the two
     variables that reach it (PATH, with the client first, and MWPGEN_WARM_SOCKET) are set in os.environ, which
     subprocesses inherit; yields them. The server imports for some seconds; stages started before it listens run
-    cold (`wait_s`: wait up to that long for it first). Outside Linux nothing changes."""
+    cold (`wait_s` here, or `wait_until_listening` later: wait for it first). Outside Linux nothing changes."""
     if sys.platform != "linux":
         yield {}
         return
@@ -297,9 +310,7 @@ def warm_stages(env: Mapping[str, str] | None = None, *, wait_s: float = 0) -> I
         previous = {k: os.environ.get(k) for k in added}
         os.environ.update(added)
         try:
-            deadline = time.monotonic() + wait_s
-            while time.monotonic() < deadline and server.poll() is None and not os.path.exists(socket_path):
-                time.sleep(0.05)
+            wait_until_listening(wait_s, socket_path)
             yield added
         finally:
             for k, v in previous.items():
