@@ -61,13 +61,16 @@ def stage_jobs(params: Params, jobs: int | None) -> int:
 
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
-             push: bool = True, commit: bool = True, jobs: int | None = None) -> None:
+             push: bool = True, commit: bool = True, jobs: int | None = None, cold_stages: bool = False) -> None:
     log = get_run_logger()
     params = params_or_exit(str(PROJECT_ROOT / params_file))  # refuse bad params before any stage starts
     if push and not commit:
         raise ValueError("nothing to push without committing the outputs to the DVC cache")
     jobs = stage_jobs(params, jobs)
-    with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
+    with contextlib.ExitStack() as stack:
+        if not cold_stages and SOCKET_ENV not in os.environ:  # a deployment run: no `main` started one
+            stack.enter_context(warm_stages({**os.environ, **threads_env(params)}))
+        run = stack.enter_context(stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}))
         run.params({**params.model_dump(), "jobs": jobs, "warm_stages": SOCKET_ENV in os.environ})
         env = stage_env(params, run.run_id)
         start = time.time()
@@ -155,7 +158,7 @@ def main() -> None:
                 wait([preparing])
                 print(f"Prefect API for every stage: {api_url}", flush=True)
                 pipeline(targets=args.targets or None, force=args.force, push=not (args.no_push or args.no_commit),
-                         commit=not args.no_commit, jobs=args.jobs)
+                         commit=not args.no_commit, jobs=args.jobs, cold_stages=args.cold_stages)
     except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
 
