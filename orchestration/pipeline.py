@@ -91,6 +91,8 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
         if SOCKET_ENV in os.environ:
             log.info("%d of %d stages forked from the warm Python (the others imported everything themselves)",
                      len(set(forked) & set(outcome.seconds)), len(outcome.seconds))
+        if outcome.unchanged:  # planned because something upstream might change it, then found up to date by DVC
+            log.info("%d stages up to date after all: %s", len(outcome.unchanged), ", ".join(outcome.unchanged))
         log.info("pipeline wall time %.1f s; stage wall and CPU times (s; CPU: DVC's and the stage's):\n%s", wall,
                  "\n".join(f"  {k:40s} {v:8.1f} {outcome.cpu_seconds[k]:8.1f}" for k, v in outcome.seconds.items()))
         # MLflow metric names may not contain "@" (DVC's matrix stage names do): train@gpt-arithmetic-0 -> train:gpt-...
