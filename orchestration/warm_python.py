@@ -121,8 +121,9 @@ def run_as_main(module: str) -> None:
 def _stage_process(request: dict, fds: list[int], go: int) -> None:  # pragma: no cover - a forked child
     """In the forked child: become the stage process once the monitor says go, then run it."""
     os.setpgid(0, 0)
-    os.read(go, 1)  # the client knows this pid (and so can signal its group) before any stage code runs
-    os.close(go)
+    if os.read(go, 1) != b"g":  # the monitor died before the client learned this pid: nothing may run unseen
+        os._exit(1)
+    os.close(go)  # from here the client knows this pid (and can signal its group) before any stage code runs
     try:
         import ctypes
 
