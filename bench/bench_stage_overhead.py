@@ -19,7 +19,6 @@ ones in a temporary folder.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -114,7 +113,7 @@ def main() -> None:
     if args.split and not (ROOT / "data" / "processed" / "arithmetic.jsonl").exists():
         sys.exit("--split needs data/processed: run the data stages first (python -m orchestration.pipeline split)")
 
-    with tempfile.TemporaryDirectory(prefix="stage-overhead-") as tmp, contextlib.ExitStack() as stack:
+    with tempfile.TemporaryDirectory(prefix="stage-overhead-") as tmp:
         tmp = Path(tmp)
         (tmp / "flows").mkdir()
         (tmp / "flows" / "__init__.py").write_text(FLOWS_INIT)
@@ -129,38 +128,39 @@ def main() -> None:
             print(f"shared Prefect server ({url}) up in {time.time() - t:.1f} s (a fresh database: migrations "
                   "included; paid once per pipeline run)")
             t = time.time()
-            warm = stack.enter_context(warm_stages({**base, API_ENV: url}, wait_s=120))
-            print(f"warm Python listening after {time.time() - t:.1f} s (its imports; paid once per pipeline run)")
-            shared = {**base, API_ENV: url}
-            cases = [("noop stage", ["-m", "flows.noop_stage", str(tmp / "stamps.json")], tmp, True)]
-            if args.split:
-                cases.append(("python -m flows.split", ["-m", "flows.split"], ROOT, False))
-            for name, args_, cwd, stamped in cases:
-                envs = {"alone (own temporary server)": (sys.executable, base),
-                        "shared API (PREFECT_API_URL)": (sys.executable, shared),
-                        "shared API, forked from the warm Python": ("python", {**shared, **warm})}
-                if args.vs and stamped:
-                    envs[f"shared API, code of {args.vs}"] = (sys.executable,
-                                                             {**shared, "PYTHONPATH": str(args.vs.resolve())})
-                for python, env in envs.values():  # warm the caches and the stores
-                    run_once([python, *args_], env, tmp / "stamps.json" if stamped else None, cwd)
-                walls = {mode: [] for mode in envs}
-                phases = {mode: {p: [] for p, _, _ in PHASES} for mode in walls}
-                for _ in range(args.repeats):  # interleaved: drift in the machine's load hits every mode alike
-                    for mode, (python, env) in envs.items():
-                        wall, stamps = run_once([python, *args_], env, tmp / "stamps.json" if stamped else None, cwd)
-                        walls[mode].append(wall)
-                        if stamped:
-                            for p, a, b in PHASES:
-                                phases[mode][p].append(stamps[b] - stamps[a])
-                print(f"\n{name}: wall seconds per stage process, {args.repeats} runs each")
-                for mode, xs in walls.items():
-                    print(f"  {mode:32s} {summary(xs)}")
-                if stamped:
-                    for mode in walls:
-                        print(f"  where the time goes, {mode} (median s):")
-                        for p, _, _ in PHASES:
-                            print(f"    {p:32s} {statistics.median(phases[mode][p]):6.2f}")
+            with warm_stages({**base, API_ENV: url}, wait_s=120) as warm:
+                print(f"warm Python listening after {time.time() - t:.1f} s (its imports; paid once per pipeline run)")
+                shared = {**base, API_ENV: url}
+                cases = [("noop stage", ["-m", "flows.noop_stage", str(tmp / "stamps.json")], tmp, True)]
+                if args.split:
+                    cases.append(("python -m flows.split", ["-m", "flows.split"], ROOT, False))
+                for name, args_, cwd, stamped in cases:
+                    envs = {"alone (own temporary server)": (sys.executable, base),
+                            "shared API (PREFECT_API_URL)": (sys.executable, shared),
+                            "shared API, forked from the warm Python": ("python", {**shared, **warm})}
+                    if args.vs and stamped:
+                        envs[f"shared API, code of {args.vs}"] = (sys.executable,
+                                                                 {**shared, "PYTHONPATH": str(args.vs.resolve())})
+                    for python, env in envs.values():  # warm the caches and the stores
+                        run_once([python, *args_], env, tmp / "stamps.json" if stamped else None, cwd)
+                    walls = {mode: [] for mode in envs}
+                    phases = {mode: {p: [] for p, _, _ in PHASES} for mode in walls}
+                    for _ in range(args.repeats):  # interleaved: drift in the machine's load hits every mode alike
+                        for mode, (python, env) in envs.items():
+                            wall, stamps = run_once([python, *args_], env, tmp / "stamps.json" if stamped else None,
+                                                    cwd)
+                            walls[mode].append(wall)
+                            if stamped:
+                                for p, a, b in PHASES:
+                                    phases[mode][p].append(stamps[b] - stamps[a])
+                    print(f"\n{name}: wall seconds per stage process, {args.repeats} runs each")
+                    for mode, xs in walls.items():
+                        print(f"  {mode:32s} {summary(xs)}")
+                    if stamped:
+                        for mode in walls:
+                            print(f"  where the time goes, {mode} (median s):")
+                            for p, _, _ in PHASES:
+                                print(f"    {p:32s} {statistics.median(phases[mode][p]):6.2f}")
 
 
 if __name__ == "__main__":

@@ -120,8 +120,8 @@ def pull(root: Path) -> None:
 def reproduce(root: Path, stages: list[str], parent_run_id: str | None) -> None:
     # The stages report to this flow run's Prefect API (the worker's), not each to a temporary server of its own,
     # and fork from a Python that imported Prefect, MLflow, torch and transformers once (orchestration/warm_python.py).
-    with warm_stages(wait_s=60) as warm:  # its imports (10-15 s here): the first stage would import as much itself
-        env = {**os.environ, **api_env(), **({PARENT_ENV: parent_run_id} if parent_run_id else {}), **warm}
+    with warm_stages(wait_s=60):  # its imports (10-15 s here): the first stage would import as much itself
+        env = {**os.environ, **api_env(), **({PARENT_ENV: parent_run_id} if parent_run_id else {})}
         dvc(["repro", *stages], root, env)
 
 

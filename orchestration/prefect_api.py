@@ -58,7 +58,7 @@ def wait_until_serving(api_url: str, server: subprocess.Popen, log: Path, timeou
         time.sleep(0.2)
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: the server gets SIGTERM when the process that started it dies, even by SIGKILL (no orphan server)."""
     try:
         import ctypes
@@ -80,14 +80,15 @@ def flush_to_api(timeout_s: float = 10) -> None:
                 pass
 
 
-def _stop(server: subprocess.Popen, timeout_s: float = 30) -> None:
-    if server.poll() is None:
-        server.terminate()
+def stop_process(process: subprocess.Popen, timeout_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not ended after `timeout_s`."""
+    if process.poll() is None:
+        process.terminate()
         try:
-            server.wait(timeout=timeout_s)
+            process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+            process.kill()
+            process.wait()
 
 
 @contextmanager
@@ -112,12 +113,12 @@ def prefect_server(home: Path | None = None, *, log: Path | None = None, env: di
             api_url = f"http://127.0.0.1:{port}/api"
             server = subprocess.Popen([*cmd, "--port", str(port)], env=env, stdin=subprocess.DEVNULL, stdout=out,
                                       stderr=subprocess.STDOUT, start_new_session=True,
-                                      preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+                                      preexec_fn=die_with_parent if sys.platform == "linux" else None)
             try:
                 wait_until_serving(api_url, server, log, timeout_s)
                 break
             except BaseException as e:
-                _stop(server)
+                stop_process(server)
                 if not (isinstance(e, PrefectServerError) and server.returncode not in (None, 0) and attempt < 2
                         and "address already in use" in log.read_text(errors="replace").lower()):
                     raise
@@ -125,7 +126,7 @@ def prefect_server(home: Path | None = None, *, log: Path | None = None, env: di
             yield api_url
         finally:
             flush_to_api()
-            _stop(server)
+            stop_process(server)
 
 
 def point_prefect_at(api_url: str | None) -> None:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from orchestration import warm_python_client
-from orchestration.prefect_api import API_ENV, _die_with_parent
+from orchestration.prefect_api import API_ENV, die_with_parent, stop_process
 
 SOCKET_ENV = warm_python_client.SOCKET_ENV
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,7 +307,7 @@ def warm_stages(env: Mapping[str, str] | None = None, *, wait_s: float = 0) -> I
         added = {"PATH": f"{bin_dir}{os.pathsep}{base.get('PATH', '')}", SOCKET_ENV: socket_path}
         server = subprocess.Popen([sys.executable, "-m", "orchestration.warm_python", socket_path], cwd=ROOT,
                                   env={**base, **added}, stdin=subprocess.DEVNULL, start_new_session=True,
-                                  preexec_fn=_die_with_parent)
+                                  preexec_fn=die_with_parent)
         previous = {k: os.environ.get(k) for k in added}
         os.environ.update(added)
         try:
@@ -319,12 +319,7 @@ def warm_stages(env: Mapping[str, str] | None = None, *, wait_s: float = 0) -> I
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_process(server, timeout_s=10)
 
 
 if __name__ == "__main__":

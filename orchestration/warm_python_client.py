@@ -26,8 +26,7 @@ def run_cold(args: list[str]) -> None:
 
 
 def ask_warm(path: str, args: list[str]):
-    """The reply stream once the warm Python has started the module and said its process id, else None (nothing
-    started)."""
+    """(process id, reply stream) once the warm Python has started the module; (None, None) when nothing started."""
     request = json.dumps({"args": args, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
