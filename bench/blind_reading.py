@@ -7,7 +7,7 @@ A set lives in one folder:
   each distinct (equation, problem) once;
 - `key.csv`: uid -> every source row that showed that text (its model / K, test id, verdicts);
 - `overlap.csv`: the seeded uids a second reader labels independently.
-Readers label by the rule of docs/evaluator_labels/README.md into `labels_<reader>.csv` (uid,label); the first
+Readers label by the rule of data/labels/evaluator/README.md into `labels_<reader>.csv` (uid,label); the first
 reading covers every uid, `labels_overlap.csv` the overlap.
 """
 

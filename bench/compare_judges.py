@@ -1,5 +1,5 @@
 """Which consistency judge to trust: candidates compared on the blind development labels, the chosen one measured
-once on the test labels (docs/judge_labels).
+once on the test labels (data/labels/judge).
 
     bash scripts/run.sh python bench/compare_judges.py models/mwp2eq/arithmetic/fold0 --out docs/judge_choice
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import judge_labels  # noqa: E402
 
-from mwpgen import judge  # noqa: E402
+from studies.judge_choice import candidates as judge  # noqa: E402
 from mwpgen.io import read_jsonl, write_json, write_jsonl  # noqa: E402
 
 TARGET = 0.85  # precision the judge must reach (issue 23), at recall >= 0.5

@@ -3,7 +3,7 @@ parsers", trained where a GPU is lent: a second parser (mwp2eq, from the pre-tra
 fine-tuned on the MAWPS and translated Math23K training folds of fold k, with every problem whose normalised text is
 an Arithmetic problem's removed (MAWPS holds Roy & Roth's problems, so Arithmetic's test problems would leak in).
 Then the judge's features (mwpgen.judge.features: beam parses, margin, greedy verdict) of every blind-labelled problem
-(docs/judge_labels/problems.csv: uid, equation, problem; no label travels) under it, and its parse accuracy on the
+(data/labels/judge/problems.csv: uid, equation, problem; no label travels) under it, and its parse accuracy on the
 real Arithmetic fold-k validation and test problems (measured, never used to choose).
 
     python bench/gpu_second_parser.py --out $OUT          # on the GPU machine: mwpgen only, no Prefect, MLflow, DVC
@@ -48,7 +48,7 @@ def parse_data(data: Path, fold: int, seed: int, validation_size: int) -> tuple[
 def main() -> None:
     import torch
 
-    from mwpgen import judge
+    from studies.judge_choice import candidates as judge
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import mwp2eq_examples
@@ -59,7 +59,7 @@ def main() -> None:
     cli.add_argument("--out", type=Path, required=True)
     cli.add_argument("--params", type=Path, default=Path("params.yaml"))
     cli.add_argument("--data", type=Path, default=Path("data"))
-    cli.add_argument("--labels", type=Path, default=Path("docs/judge_labels/problems.csv"))
+    cli.add_argument("--labels", type=Path, default=Path("data/labels/judge/problems.csv"))
     cli.add_argument("--fold", type=int, default=0)
     cli.add_argument("--batch-size", type=int, default=32, help="a GPU takes 4x the evaluator's 8 at about its step time")
     cli.add_argument("--max-steps", type=int, default=450, help="optimizer steps (0: one epoch)")

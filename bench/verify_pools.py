@@ -18,7 +18,7 @@ see equation and problem only. `score` reports per split and pool (each temperat
 problem as its first candidate): the share of candidates read right, the share of pools whose first k candidates hold
 a right one (what a perfect judge could show at K = k), and for every ranking the share of shown problems read right
 and the precision of its "verified". Validation pools choose a ranking; test pools only
-measure it (docs/evaluator_labels/README.md).
+measure it (data/labels/evaluator/README.md).
 """
 
 from __future__ import annotations

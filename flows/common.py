@@ -59,9 +59,7 @@ class _NoTraceback(logging.Filter):
 
 
 def run_stage(flow: Callable, *args, failed_metrics: Sequence[Path] = ()) -> None:
-    """Run a stage flow as a command; the process ends here. On success it exits 0 as soon as the exit handlers
-    (Prefect's and MLflow's flushes included) have run, skipping the interpreter's teardown of every imported
-    module: 0.7 s of each stage's fixed cost (docs/stage_overhead.md). On failure, one line names what went wrong
+    """Run a stage flow as a command. On failure, one line names what went wrong
     (exit code 1), each of the stage's `failed_metrics` files is replaced by {"failed": that line} so no stale good
     result remains, and the traceback is shown only with MWPGEN_DEBUG=1."""
     debug = os.environ.get(DEBUG_ENV) == "1"
@@ -82,10 +80,7 @@ def run_stage(flow: Callable, *args, failed_metrics: Sequence[Path] = ()) -> Non
         _FAILURE.append(f"error: {message}" + ("" if debug else f"  (traceback: {DEBUG_ENV}=1)"))
         print(_FAILURE[0], file=sys.stderr, flush=True)
         sys.exit(1)
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    sys.exit(0)
 
 
 def params_or_exit(path: str) -> Params:

@@ -3,7 +3,7 @@
 The judge (mwpgen.judge.judged, chosen on the development labels by bench/compare_judges.py: docs/judge_choice)
 accepts a generated problem when the fold's evaluator parses it into exactly its equation and the problem passes a
 reader's surface checks. Its only trained part is that evaluator, trained on the fold's training problems alone. Here
-it reads the fold's blind labels (docs/judge_labels: generated problems a reader found right or not, never seeing a
+it reads the fold's blind labels (data/labels/judge: generated problems a reader found right or not, never seeing a
 parse or a verdict) and measures its precision and recall, with bootstrap intervals, per part: "dev" (validation
 equations: what the judge was chosen on) and "test" (test equations: chose nothing). ACC-eq's own verdict (the parse
 alone) is measured beside it. The report's notes quote the test part. A fold without labels writes that it has none.
@@ -26,7 +26,7 @@ from mwpgen.registry import EVALUATOR
 from tasks.parse import predict_equations
 from tracking.runs import fold_run
 
-LABELS = PROJECT_ROOT / "docs" / "judge_labels"
+LABELS = PROJECT_ROOT / "data" / "labels" / "judge"
 
 
 @flow(name="measure_judge")
@@ -35,7 +35,7 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     if (dataset, fold) != LABELLED_FOLD:
         write_jsonl(verdicts_path, [])
         result = {"dataset": dataset, "fold": fold, "n": 0,
-                  "no_labels": f"the blind labels (docs/judge_labels) are of {LABELLED_FOLD[0]} fold {LABELLED_FOLD[1]}"}
+                  "no_labels": f"the blind labels (data/labels/judge) are of {LABELLED_FOLD[0]} fold {LABELLED_FOLD[1]}"}
         write_json(metrics_path, result)
         return result
     log = get_run_logger()
@@ -50,7 +50,7 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
         matches = equation_matches(parsed, [r["equation"] for r in rows])  # ACC-eq's own verdict
         for r, parse, match in zip(rows, parsed, matches):
             r["parsed"], r["judged"], r["acc_eq"] = parse, judged(parse, r["equation"], r["problem"]), match
-        result = {"dataset": dataset, "fold": fold, "judge": JUDGE_RULE, "n": len(rows), "labels": "docs/judge_labels",
+        result = {"dataset": dataset, "fold": fold, "judge": JUDGE_RULE, "n": len(rows), "labels": "data/labels/judge",
                   "parse_s": round(parse_s, 1)}
         seed = params.experiment.seed
         for part in PARTS:

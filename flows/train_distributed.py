@@ -6,7 +6,7 @@ run):
 
 `train.<generator|evaluator>.batch_size` is per process: the global batch is N x batch_size (docs/distributed.md).
 Rank 0 runs flows/train.py's flow itself; the other ranks build the same examples and join its training
-(mwpgen/distributed.py), with no Prefect or MLflow run of their own.
+(mwpgen/lm/distributed.py), with no Prefect or MLflow run of their own.
 """
 
 from __future__ import annotations

@@ -27,7 +27,6 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from orchestration.prefect_api import api_env
-from orchestration.warm_python import warm_stages
 from tracking.runs import PARENT_ENV
 
 ROOT = Path(os.environ.get("MWPGEN_HOME") or Path(__file__).resolve().parent.parent)
@@ -118,11 +117,9 @@ def pull(root: Path) -> None:
 
 @task(cache_policy=NO_CACHE)
 def reproduce(root: Path, stages: list[str], parent_run_id: str | None) -> None:
-    # The stages report to this flow run's Prefect API (the worker's), not each to a temporary server of its own,
-    # and fork from a Python that imported Prefect, MLflow, torch and transformers once (orchestration/warm_python.py).
-    with warm_stages(wait_s=60):  # its imports (10-15 s here): the first stage would import as much itself
-        env = {**os.environ, **api_env(), **({PARENT_ENV: parent_run_id} if parent_run_id else {})}
-        dvc(["repro", *stages], root, env)
+    # The stages report to this flow run's Prefect API (the worker's), not each to a temporary server of its own.
+    env = {**os.environ, **api_env(), **({PARENT_ENV: parent_run_id} if parent_run_id else {})}
+    dvc(["repro", *stages], root, env)
 
 
 @task(cache_policy=NO_CACHE)

@@ -5,16 +5,13 @@ that finds the parent run id in MWPGEN_PARENT_RUN_ID. Stages that do not depend 
 (`--jobs`; a smoke run two at a time), each reproduced by a `dvc repro` of its own (orchestration/parallel_repro.py).
 Every stage reports to one Prefect API, named by PREFECT_API_URL in the environment DVC passes on: the server
 PREFECT_API_URL already names, else one this command starts on a free loopback port and stops at the end
-(orchestration/prefect_api.py), so no stage starts a temporary server of its own. While DVC runs, dvc.lock holds only
-the entries of the stages dvc.yaml defines under the current params (orchestration/dvc_lock.py): DVC rewrites the
-whole file around every stage, and the entries of other runs (datasets, folds, variants) are put back, in their
-places, when it is done. This is also the flow that `prefect.yaml` deploys.
+(orchestration/prefect_api.py), so no stage starts a temporary server of its own. This is also the flow that
+`prefect.yaml` deploys.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -24,10 +21,8 @@ from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit
 from orchestration import parallel_repro
-from orchestration.dvc_lock import trimmed_lock
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
-from orchestration.warm_python import SOCKET_ENV, forked_cpu_seconds, wait_until_listening, warm_stages
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from mwpgen.config.schema import Params
@@ -50,7 +45,6 @@ def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
 
 
 SMOKE_JOBS = 2  # a smoke run's stages side by side on two cores: docs/stage_overhead.md
-WARM_WAIT_S = 60  # the warm Python's imports: 10-15 s on this 2-core machine
 
 
 def stage_jobs(params: Params, jobs: int | None) -> int:
@@ -61,36 +55,22 @@ def stage_jobs(params: Params, jobs: int | None) -> int:
 
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
-             push: bool = True, commit: bool = True, jobs: int | None = None, cold_stages: bool = False) -> None:
+             push: bool = True, commit: bool = True, jobs: int | None = None) -> None:
     log = get_run_logger()
     params = params_or_exit(str(PROJECT_ROOT / params_file))  # refuse bad params before any stage starts
     if push and not commit:
         raise ValueError("nothing to push without committing the outputs to the DVC cache")
     jobs = stage_jobs(params, jobs)
-    with contextlib.ExitStack() as stack:
-        if not cold_stages and SOCKET_ENV not in os.environ:  # a deployment run: no `main` started one
-            stack.enter_context(warm_stages({**os.environ, **threads_env(params)}))
-        run = stack.enter_context(stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}))
-        run.params({**params.model_dump(), "jobs": jobs, "warm_stages": SOCKET_ENV in os.environ})
+    with stage_run("pipeline", tags={"dvc.targets": " ".join(targets or ["all"])}) as run:
+        run.params({**params.model_dump(), "jobs": jobs})
         env = stage_env(params, run.run_id)
         start = time.time()
-        with trimmed_lock(PROJECT_ROOT) as set_aside:
-            if set_aside:
-                log.info("dvc.lock: %d entries of stages this run cannot touch set aside while DVC runs", set_aside)
-            planned = parallel_repro.plan(PROJECT_ROOT, targets or [], force)
-            log.info("%d stages to reproduce, %d at a time (parent MLflow run %s); %d up to date", len(planned.stages),
-                     jobs, run.run_id, planned.up_to_date)
-            # Its imports began with the command and are usually done by now; a stage would import the same itself.
-            if planned.stages and SOCKET_ENV in os.environ and not wait_until_listening(WARM_WAIT_S):
-                log.warning("the warm Python does not listen: every stage imports everything itself")
-            outcome = parallel_repro.run(planned, parallel_repro.dvc_repro(force, commit), cwd=PROJECT_ROOT,
-                                         env=env, jobs=jobs)
+        planned = parallel_repro.plan(PROJECT_ROOT, targets or [], force)
+        log.info("%d stages to reproduce, %d at a time (parent MLflow run %s); %d up to date", len(planned.stages),
+                 jobs, run.run_id, planned.up_to_date)
+        outcome = parallel_repro.run(planned, parallel_repro.dvc_repro(force, commit), cwd=PROJECT_ROOT,
+                                     env=env, jobs=jobs)
         wall = time.time() - start
-        forked = forked_cpu_seconds()  # the CPU time of stages forked from the warm Python, which DVC's rusage lacks
-        outcome.cpu_seconds.update({k: v + forked.get(k, 0.0) for k, v in outcome.cpu_seconds.items()})
-        if SOCKET_ENV in os.environ:
-            log.info("%d of %d stages forked from the warm Python (the others imported everything themselves)",
-                     len(set(forked) & set(outcome.seconds)), len(outcome.seconds))
         if outcome.unchanged:  # planned because something upstream might change it, then found up to date by DVC
             log.info("%d stages up to date after all: %s", len(outcome.unchanged), ", ".join(outcome.unchanged))
         log.info("pipeline wall time %.1f s; stage wall and CPU times (s; CPU: DVC's and the stage's):\n%s", wall,
@@ -129,10 +109,6 @@ def main() -> None:
     cli.add_argument("--jobs", type=int, metavar="N",
                      help=f"stages to run at once when they do not depend on each other (default: {SMOKE_JOBS} in a "
                           "smoke run, else 1: a training takes both cores of a 2-core machine)")
-    cli.add_argument("--cold-stages", action="store_true",
-                     help="start every stage in a Python of its own that imports everything itself, as `dvc repro` "
-                          "alone does, instead of forking it from a Python that imported Prefect, MLflow, torch and "
-                          "transformers once for the whole run (orchestration/warm_python.py)")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
     cli.add_argument("--no-commit", action="store_true",
                      help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
@@ -149,18 +125,15 @@ def main() -> None:
         print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)"))
     # Refuse bad params here, before Prefect starts and long before `dvc repro` (whose matrix would otherwise
     # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours): exit status 1.
-    params = params_or_exit(str(PROJECT_ROOT / "params.yaml"))
+    params_or_exit(str(PROJECT_ROOT / "params.yaml"))
     try:
-        # The warm Python imports (some 10 s of CPU) while the Prefect server starts; stages that start before it
-        # listens run cold.
-        with (contextlib.nullcontext() if args.cold_stages else warm_stages({**os.environ, **threads_env(params)})), \
-                ThreadPoolExecutor(1) as pool:
+        with ThreadPoolExecutor(1) as pool:
             preparing = pool.submit(_prepare_while_the_server_starts)
             with shared_api() as api_url:
                 wait([preparing])
                 print(f"Prefect API for every stage: {api_url}", flush=True)
                 pipeline(targets=args.targets or None, force=args.force, push=not (args.no_push or args.no_commit),
-                         commit=not args.no_commit, jobs=args.jobs, cold_stages=args.cold_stages)
+                         commit=not args.no_commit, jobs=args.jobs)
     except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
 

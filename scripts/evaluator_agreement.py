@@ -1,12 +1,12 @@
 """How far ACC-eq can be trusted: the evaluator's verdicts against a person's, on generated problems of a run.
 
-    python scripts/evaluator_agreement.py sample --out docs/evaluator_labels/labels.csv     # then label by reading
-    python scripts/evaluator_agreement.py score --labels docs/evaluator_labels/labels.csv   # precision, recall
+    python scripts/evaluator_agreement.py sample --out data/labels/evaluator/labels.csv     # then label by reading
+    python scripts/evaluator_agreement.py score --labels data/labels/evaluator/labels.csv   # precision, recall
 
 `sample` draws problems (seeded, the same number from each generator of params.yaml's `models.generate`) from the
 `evaluate` stage's predictions of one (dataset, fold) and writes them WITHOUT the evaluator's parse, so labelling
 is blind to it; the `label` column is filled by hand, 1 when the problem encodes its equation, 0 when not (the rule:
-docs/evaluator_labels/README.md). `score` joins the labels with the evaluator's verdicts (exact match, and
+data/labels/evaluator/README.md). `score` joins the labels with the evaluator's verdicts (exact match, and
 equivalent) and reports precision (of the problems the evaluator accepts, how many do encode the equation) and
 recall (of those that do, how many it accepts), overall and per generator, as JSON and a markdown table.
 """

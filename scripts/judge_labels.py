@@ -1,6 +1,6 @@
 """Blind labels for the consistency judge (issue 23): which generated problems encode their equation, by reading.
 
-    python scripts/judge_labels.py build     # docs/judge_labels/problems.csv (what readers see) + sources.csv
+    python scripts/judge_labels.py build     # data/labels/judge/problems.csv (what readers see) + sources.csv
     python scripts/judge_labels.py agreement # the two readings of the overlap, compared -> agreement.json
 
 `build` pools committed generated problems, shuffles them by a seeded draw and writes two files:
@@ -10,7 +10,7 @@
 The part follows the rule that keeps the test labels clean: problems written for VALIDATION equations (the 100-problem
 validation slice of Arithmetic fold 0) are the development part, the only labels a judge may be trained or tuned on;
 problems written for TEST equations are the test part, which only measures. Readers label by the rule of
-docs/evaluator_labels/README.md into `labels_<reader>.csv` (uid,label); `overlap.csv` lists the seeded 50 problems
+data/labels/evaluator/README.md into `labels_<reader>.csv` (uid,label); `overlap.csv` lists the seeded 50 problems
 (25 of each part) that a second reader labels independently.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from mwpgen.evaluation.blind_labels import FIRST_READING, SECOND_READING, read_csv, read_labels, readings
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "docs" / "judge_labels"
+OUT = ROOT / "data" / "labels" / "judge"
 SEED = 2021
 TEST_SAMPLE = 300  # of the verify_k rows (test equations, K = 1 and K = 8 problems)
 OVERLAP = 25  # per part

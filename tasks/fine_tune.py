@@ -20,13 +20,13 @@ def fine_tune(params: Params, cfg: LMTrainParams, pretrained: bool, examples, ch
     """Fine-tune `params.train.model` (pre-trained, or the same architecture randomly initialised): to the lowest
     loss on `validation` (or the best `val_score(model, tokenizer)`) with early stopping, resumable from
     `resume_dir` after a kill. `data_parallel`: this process is one rank of a torchrun launch
-    (mwpgen/distributed.py; flows/train_distributed.py)."""
+    (mwpgen/lm/distributed.py; flows/train_distributed.py)."""
     device = resolve_device(params.train.device)
     model, tokenizer = load_model_and_tokenizer(params.train.model, DEFAULT_MODEL_CACHE, pretrained=pretrained,
                                                 device=device, seed=params.experiment.seed)
     trainer = train_causal_lm
     if data_parallel:
-        from mwpgen.distributed import train_causal_lm_distributed as trainer
+        from mwpgen.lm.distributed import train_causal_lm_distributed as trainer
     return trainer(
         model, tokenizer, examples, epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr,
         max_length=cfg.max_length, seed=params.experiment.seed, device=device,

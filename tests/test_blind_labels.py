@@ -11,7 +11,7 @@ import pytest
 
 from mwpgen.evaluation.blind_labels import FIRST_READING, read_labels, verdict_quality
 
-LABELS = Path(__file__).resolve().parent.parent / "docs" / "judge_labels"
+LABELS = Path(__file__).resolve().parent.parent / "data" / "labels" / "judge"
 
 
 def test_committed_labels_read_with_their_parts():
@@ -19,7 +19,7 @@ def test_committed_labels_read_with_their_parts():
     assert len(rows) == len({r["uid"] for r in rows}) == 656
     counts = {p: (sum(r["part"] == p for r in rows), sum(r["label"] for r in rows if r["part"] == p))
               for p in ("dev", "test")}
-    assert counts == {"dev": (356, 71), "test": (300, 44)}  # docs/judge_labels/agreement.json
+    assert counts == {"dev": (356, 71), "test": (300, 44)}  # data/labels/judge/agreement.json
 
 
 def test_a_missing_or_unreadable_label_names_file_and_line(tmp_path):

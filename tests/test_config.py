@@ -90,7 +90,7 @@ def test_numbers_are_read_as_yaml_1_2(tmp_path, spelling):
     # `dvc exp run -S train.ours.lr=3e-5` writes `lr: 3e-05`: a float in YAML 1.2 (DVC's), a string in YAML 1.1.
     path = tmp_path / "params.yaml"
     path.write_text(f"train:\n  ours:\n    lr: {spelling}\n")
-    assert load_params(path).train.ours.lr == 3e-05
+    assert validate_params(read_yaml(path)).train.ours.lr == 3e-05
     assert parse_yaml("a: 1e5\nb: 010\nc: 0o17\nd: true\ne: False\nf: [0, 1]\n", "x") == \
         {"a": 1e5, "b": 10, "c": 15, "d": True, "e": False, "f": [0, 1]}
 

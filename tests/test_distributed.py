@@ -1,4 +1,4 @@
-"""Data-parallel training (mwpgen/distributed.py): 2 CPU processes over gloo train the tiny model exactly like one
+"""Data-parallel training (mwpgen/lm/distributed.py): 2 CPU processes over gloo train the tiny model exactly like one
 process at grad_accum 2 (same global batch), and the ranks' shares of the data add up to the single process's steps.
 
 Also the worker: `python -m torch.distributed.run --nproc_per_node 2 tests/test_distributed.py MODEL_DIR OUT_DIR KILL_AT`.
@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import free_port
 
-from mwpgen.distributed import rank_examples
+from mwpgen.lm.distributed import rank_examples
 from mwpgen.loop import seeded_batches
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +147,7 @@ class Killed(Exception):
 def worker(model_dir: str, out: Path, kill_at: int) -> None:
     """One rank of the test's torchrun launch: train (killed after step `kill_at`, if not 0), then save its result
     and weights for the test to compare."""
-    from mwpgen.distributed import train_causal_lm_distributed
+    from mwpgen.lm.distributed import train_causal_lm_distributed
     from mwpgen.lm.loading import load_model_and_tokenizer
 
     torch.set_num_threads(1)

@@ -12,6 +12,8 @@ import re
 import subprocess
 import sys
 import tomllib
+
+import yaml
 from fractions import Fraction
 from pathlib import Path
 
@@ -181,7 +183,9 @@ def test_no_default_model_says_how_to_get_one(capsys, monkeypatch, tmp_path):
                 "2-core AVX512-BF16 CPU", "about 78 min for ours", "0.6 min of data stages", "18.1 min for the evaluator",
                 "139.1 min"):
         assert how in err, how
-    (tmp_path / "params.yaml").write_text("experiment:\n  datasets: [mawps]\n  folds: [2]\n")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["experiment"].update(datasets=["mawps"], folds=[2])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
     assert code == 1 and "dvc repro train_ours@mawps-2" in err and "dvc pull train_ours@mawps-2" in err
 

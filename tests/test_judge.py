@@ -1,4 +1,5 @@
-"""The consistency judge's features and its logistic regression (mwpgen/judge.py), on a tiny random Llama."""
+"""The product's consistency judge (mwpgen/judge.py) and the candidates compared with it (studies/judge_choice),
+on a tiny random Llama."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from mwpgen import judge
+from studies.judge_choice import candidates
 from mwpgen.lm.loading import load_model_and_tokenizer
 from mwpgen.lm.prompts import mwp2eq_examples
 from tiny_model import tiny_model_dir
@@ -43,36 +45,36 @@ def parser(tmp_path_factory):
 def test_the_margin_compares_the_equation_with_the_best_other_beam(parser):
     model, tok = parser
     problems, equations = [r["text"] for r in RECORDS], [r["equation"] for r in RECORDS]
-    feats = judge.features(model, tok, problems, equations, beams=3)
+    feats = candidates.features(model, tok, problems, equations, beams=3)
     own = judge.equation_logprobs(model, tok, problems, equations)
-    beams = judge.beam_parses(model, tok, problems, beams=3)
+    beams = candidates.beam_parses(model, tok, problems, beams=3)
     for f, (logp, n), bs, e, p in zip(feats, own, beams, equations, problems):
         assert f.logp_per_token == pytest.approx(logp / n)
-        others = [b for b in dict.fromkeys(bs) if b and not judge.equivalent(b, e)]
+        others = [b for b in dict.fromkeys(bs) if b and not candidates.equivalent(b, e)]
         if others:
             best = max(judge.equation_logprobs(model, tok, [p] * len(others), others), key=lambda s: s[0])[0]
             assert f.margin == pytest.approx(logp - best, abs=1e-4)
         else:
-            assert f.margin == judge.MARGIN_CAP
+            assert f.margin == candidates.MARGIN_CAP
 
 
 def test_the_regression_separates_what_its_features_separate_and_reloads():
-    feats = [judge.Features(margin=m, logp_per_token=-1.0, exact=m > 0, equivalent=m > 0, numbers_once=True,
+    feats = [candidates.Features(margin=m, logp_per_token=-1.0, exact=m > 0, equivalent=m > 0, numbers_once=True,
                             extra_numbers=0, question=True, operation_words=True) for m in (-3, -2, -1, -0.5, 0.5, 1, 2, 3)]
     labels = [0, 0, 0, 0, 1, 1, 1, 1]
-    model = judge.fit(feats, labels, ("margin",))
+    model = candidates.fit(feats, labels, ("margin",))
     probs = model.probability(feats)
     assert probs == sorted(probs) and probs[3] < 0.5 < probs[4]
-    model.threshold = judge.threshold_for_precision(probs, labels, 0.85)
-    assert judge.precision_recall(model.accepts(feats), labels) == {"precision": 1.0, "recall": 1.0, "accepted": 4,
+    model.threshold = candidates.threshold_for_precision(probs, labels, 0.85)
+    assert candidates.precision_recall(model.accepts(feats), labels) == {"precision": 1.0, "recall": 1.0, "accepted": 4,
                                                                    "tp": 4, "fp": 0, "fn": 0}
-    again = judge.JudgeModel.from_dict(model.to_dict())
+    again = candidates.JudgeModel.from_dict(model.to_dict())
     assert again.probability(feats) == pytest.approx(probs)
 
 
 def test_no_threshold_reaches_an_impossible_precision():
-    assert judge.threshold_for_precision([0.9, 0.8], [0, 0], 0.85) == 1.0
-    assert torch.isnan(torch.tensor(judge.precision_recall([False, False], [1, 0])["precision"]))
+    assert candidates.threshold_for_precision([0.9, 0.8], [0, 0], 0.85) == 1.0
+    assert torch.isnan(torch.tensor(candidates.precision_recall([False, False], [1, 0])["precision"]))
 
 
 def test_the_comparison_bench_chooses_on_dev_and_measures_on_test(parser, tmp_path, monkeypatch):
@@ -109,26 +111,26 @@ def test_hard_negatives_are_made_from_real_problems_and_are_not_the_same_pair():
     records = [{"equation": "x = num1 - num2", "text": "Sam had num1 apples . He ate num2 . How many are left ?"},
                {"equation": "x = num1 * num2", "text": "Ann has num1 bags of num2 beads . How many beads ?"},
                {"equation": "x = num1 + num2", "text": "A bus has num1 people . num2 get on . How many now ?"}] * 4
-    examples = judge.consistency_examples(records, seed=3)
+    examples = candidates.consistency_examples(records, seed=3)
     first, again, other = examples(0), examples(0), examples(1)
     assert [e.prompt for e in first] == [e.prompt for e in again]  # seeded per epoch
     assert [e.prompt for e in first] != [e.prompt for e in other]  # a fresh negative per epoch
     yes = {e.prompt for e in first if e.target == "yes"}
     no = [e.prompt for e in first if e.target == "no"]
     assert len(yes) == 3 and len(no) == len(records) and not yes & set(no)
-    assert judge._swap_operands("x = num1 - num2", __import__("random").Random(0)) == "x = num2 - num1"
-    assert judge._repeat_number("a num1 b num2 ?", "x = num1 + num2", __import__("random").Random(0)) in (
+    assert candidates._swap_operands("x = num1 - num2", __import__("random").Random(0)) == "x = num2 - num1"
+    assert candidates._repeat_number("a num1 b num2 ?", "x = num1 + num2", __import__("random").Random(0)) in (
         "a num1 b num1 ?", "a num2 b num2 ?")
 
 
 def test_the_classifier_probability_is_its_yes_against_its_no(parser):
     model, tok = parser
     problems, equations = [r["text"] for r in RECORDS], [r["equation"] for r in RECORDS]
-    probs = judge.classifier_probabilities(model, tok, problems, equations, batch_size=2)
-    yes, no = (tok(" " + a, add_special_tokens=False)["input_ids"][0] for a in judge.ANSWERS)
+    probs = candidates.classifier_probabilities(model, tok, problems, equations, batch_size=2)
+    yes, no = (tok(" " + a, add_special_tokens=False)["input_ids"][0] for a in candidates.ANSWERS)
     from mwpgen.lm.prompts import encode_prompt
 
-    ids = torch.tensor([encode_prompt(tok, judge.classifier_prompt(problems[0], equations[0]))])
+    ids = torch.tensor([encode_prompt(tok, candidates.classifier_prompt(problems[0], equations[0]))])
     with torch.no_grad():
         logits = model(input_ids=ids).logits[0, -1]
     assert probs[0] == pytest.approx(float(torch.softmax(logits[[yes, no]], -1)[0]), abs=1e-5)

@@ -54,8 +54,8 @@ def test_debug_switch_shows_the_traceback(monkeypatch, capsys):
 
 
 def test_a_stage_that_succeeds_ends_its_process_after_the_exit_handlers(tmp_path):
-    """Success ends the process at once (no interpreter teardown), but only after every exit handler has run, and
-    with what it printed flushed; the code after run_stage never runs."""
+    """Success ends the process with status 0 after every exit handler has run, with what it printed flushed; the
+    code after run_stage never runs."""
     done = tmp_path / "handler-ran"
     code = ("import atexit, sys; from flows.common import run_stage\n"
             f"atexit.register(lambda: open({str(done)!r}, 'w').write('yes'))\n"

@@ -420,7 +420,13 @@ def validate_params(raw: Any, source: str = "params.yaml") -> Params:
         raise ParamsError(f"{source}: invalid parameters:\n  " + "\n  ".join(lines)) from None
 
 
-
 def load_params(path: str | os.PathLike = "params.yaml") -> Params:
-    """Read (YAML 1.2) and validate a params file."""
-    return validate_params(read_yaml(path), str(path))
+    """Read (YAML 1.2) and validate a params file. Every section must be there: dvc.yaml reads its stages' lists
+    (experiment.datasets, models.generate, ...) from this file, and DVC fails on a missing one long after this check."""
+    raw = read_yaml(path)
+    params = validate_params(raw, str(path))
+    missing = [name for name in Params.model_fields if name not in (raw or {})]
+    if missing:
+        raise ParamsError(f"{path}: missing section{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                          "(every section of params.yaml is needed: `python -m mwpgen.config` lists them)")
+    return params

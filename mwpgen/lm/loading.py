@@ -104,7 +104,13 @@ def load_model_and_tokenizer(
     where = resolve_model(spec, cache_dir)
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(where))
     if pretrained:
-        model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype)
+        from safetensors import SafetensorError
+
+        try:
+            model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype)
+        except SafetensorError as e:  # e.g. a truncated copy: safetensors' message names no file
+            weights = ", ".join(str(p) for p in sorted(Path(where).glob("*.safetensors"))) or str(where)
+            raise ValueError(f"{weights}: the model's weights cannot be read ({e}); copy or train them again") from None
     else:
         config = AutoConfig.from_pretrained(where)
         with torch.random.fork_rng(devices=[]):  # seeded init without disturbing the caller's RNG
