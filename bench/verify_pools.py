@@ -8,8 +8,8 @@ hold a right problem, and which ranking puts one first?
     python bench/verify_pools.py score docs/verify_pools     # labels -> rankings compared per split
 
 `sample` draws `--n` equations (seeded) of the fold's validation slice or test fold, and for each samples K top-p
-candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.service: the same prompt, seeds and
-decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict
+candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.generate.service: the same prompt,
+seeds and decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict
 (mwpgen.judge.judged) and its log p(equation) per token (the service's rank), the generator's mean token
 log-likelihood, and the fold's independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
 
@@ -46,14 +46,14 @@ RESAMPLES = 1000
 def sample(args: argparse.Namespace) -> None:
     from mwpgen.config.schema import load_params
     from mwpgen.data.folds import load_fold
+    from mwpgen.generate.request import Request
+    from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.judge import judged
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
     from mwpgen.paths import FoldPaths
-    from mwpgen.request import Request
     from mwpgen.runtime import resolve_device
-    from mwpgen.service import Service, bundle_folder
     from verify_k import fold_contexts
 
     device = resolve_device(args.device)

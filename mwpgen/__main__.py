@@ -1,7 +1,7 @@
-"""`python -m mwpgen generate ...`: the same command line as the `mwpgen` console script (mwpgen/cli.py)."""
+"""`python -m mwpgen generate ...`: the same command line as the `mwpgen` console script (mwpgen/generate/cli.py)."""
 
 import sys
 
-from mwpgen.cli import main
+from mwpgen.generate.cli import main
 
 sys.exit(main())

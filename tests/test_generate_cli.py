@@ -1,4 +1,4 @@
-"""`mwpgen generate` and what it runs (mwpgen/request.py, mwpgen/service.py, mwpgen/cli.py) on a tiny random Llama:
+"""`mwpgen generate` and what it runs (mwpgen/generate/: request.py, service.py, cli.py) on a tiny random Llama:
 every bad input ends in one line naming it with exit code 2, never a traceback; good requests print problems with
 their verification, parse and answer in each format; verified sampling ranks as it says."""
 
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen import cli
+from mwpgen.generate import cli
 from mwpgen.data.equations import equivalent
 from mwpgen.lm.loading import load_model_and_tokenizer
 from mwpgen.lm.prompts import generator_example, mwp2eq_example
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, save_bundle
-from mwpgen.request import (RequestError, auto_numbers, detokenize, evaluate, fill_numbers, parse_request,
+from mwpgen.generate.request import (RequestError, auto_numbers, detokenize, evaluate, fill_numbers, parse_request,
                             read_equation)
 from tiny_model import tiny_model_dir
 
@@ -117,7 +117,7 @@ def test_python_m_mwpgen_is_the_same_command():
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == "mwpgen: error: equation: unbalanced brackets in 'x = ((num1)'\n"
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    assert scripts["mwpgen"] == "mwpgen.cli:main"
+    assert scripts["mwpgen"] == "mwpgen.generate.cli:main"
 
 
 def test_a_bad_row_of_a_request_file_is_named_by_line(capsys, tmp_path):
@@ -166,7 +166,7 @@ def test_a_column_or_key_given_twice_is_an_error_naming_it(capsys, tmp_path):
         assert code == 2 and out == "" and err.count("\n") == 1 and expected in err, (name, err)
         assert str(tmp_path) in err or name in err
     # one of each is still fine
-    from mwpgen.request import read_request_file
+    from mwpgen.generate.request import read_request_file
     (tmp_path / "once.csv").write_text("equation,context\nx = 12 - 5,apples\n", encoding="utf-8")
     (tmp_path / "once.jsonl").write_text('{"equation": "x = 12 - 5", "context": "apples"}\n', encoding="utf-8")
     for name in ("once.csv", "once.jsonl"):
@@ -265,8 +265,8 @@ def test_verify_needs_a_co_trained_mwp2eq(capsys, bundle_without_mwp2eq):
 
 
 def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_the_equation(bundle, monkeypatch):
-    import mwpgen.service
-    from mwpgen.service import Service
+    import mwpgen.generate.service
+    from mwpgen.generate.service import Service
 
     service = Service.load(bundle, "cpu")
     parses = iter(["x = num1 - num2", "x = num1 + num2"] * 10)  # the judge's parse: 1st the equation, 2nd not
@@ -274,7 +274,7 @@ def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_
     firmness = iter([-0.5, -0.1, -2.0, -0.3, -1.0, -0.2] * 4)
     service.equation_firmness = lambda texts, equation: [next(firmness) for _ in texts]
     # A random tiny generator writes no numbers or questions: the surface checks are the real judge's other half.
-    monkeypatch.setattr(mwpgen.service, "judged", lambda parse, equation, text: parse == equation)
+    monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
                              "max_new_tokens": 12})
     problems = service.answer(request)
@@ -290,7 +290,7 @@ def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_
 
 def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):
     """The service's verdict is mwpgen.judge.judged: a parse of the equation alone is not enough."""
-    from mwpgen.service import Service
+    from mwpgen.generate.service import Service
 
     service = Service.load(bundle, "cpu")
     service.parse = lambda texts: ["x = num1 - num2"] * len(texts)
@@ -306,7 +306,7 @@ def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):
 
 
 def test_the_log_likelihood_is_the_generators_teacher_forced_one(bundle):
-    from mwpgen.service import Service
+    from mwpgen.generate.service import Service
     from mwpgen.ours.inputs import JointExample, encode_joint
 
     from mwpgen.ours.inputs import prompt_embeddings

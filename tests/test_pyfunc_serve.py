@@ -16,7 +16,7 @@ import urllib.request
 import pytest
 from conftest import free_port, wait_until_serving
 
-from mwpgen import cli
+from mwpgen.generate import cli
 from test_generate_cli import make_tiny_bundle
 
 pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)

@@ -127,10 +127,10 @@ def test_selector_learns_in_phase1_and_is_frozen_in_phase2(tiny_path):
 
 
 def test_serving_writes_what_the_generate_stage_writes(tiny_path, tmp_path):
-    """One input for a keyword context: `mwpgen generate` (mwpgen.service) and the generate stage
+    """One input for a keyword context: `mwpgen generate` (mwpgen.generate.service) and the generate stage
     (generate_with_context) decode the same greedy problem from the same equation and keywords."""
-    from mwpgen.request import Request
-    from mwpgen.service import Service
+    from mwpgen.generate.request import Request
+    from mwpgen.generate.service import Service
 
     gen, tok = load_model_and_tokenizer(str(tiny_path), Path("unused"))
     save_bundle(tmp_path / "b", gen, tok, None, {"context": "noun", "threshold": 0.5, "max_problem_tokens": 96,

@@ -5,9 +5,9 @@ served by `mlflow models serve -m models:/mwpgen-ours/<version> --env-manager lo
     -> {"predictions": [{"request": 0, "rank": 1, "text": "...", "verified": true, "parsed_equation": "...",
                          "answer": "7", "numbers": {"num1": "12", "num2": "5"}, ...}, ...]}
 
-One row per request (the fields of mwpgen.request.Request: equation and context, optionally n, seed, numbers,
+One row per request (the fields of mwpgen.generate.request.Request: equation and context, optionally n, seed, numbers,
 verify, decoding, top_p, temperature, num_beams, max_new_tokens), one output row per problem
-(mwpgen.service.Problem), the same code path as `mwpgen generate`.
+(mwpgen.generate.service.Problem), the same code path as `mwpgen generate`.
 
 The model folder holds the bundle (artifacts/bundle: generator, selector, co-trained mwp2eq) and a copy of the
 code it was logged with (code/mwpgen, code/tasks), so a registered version keeps answering as it did when it was
@@ -41,16 +41,16 @@ from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
 from mlflow.pyfunc import PythonModel
 from mlflow.types.schema import ColSpec, Map, Schema
 
-from mwpgen.cli import MLFLOW_MODEL_NAME
+from mwpgen.generate.cli import MLFLOW_MODEL_NAME
+from mwpgen.generate.request import MAX_N, RequestError, parse_request
 from mwpgen.paths import PROJECT_ROOT
-from mwpgen.request import MAX_N, RequestError, parse_request
 from tracking.runs import client, experiment_id, tracking_uri
 
 MAX_ROWS = 32  # requests per call: a bigger batch would outlive the server's request timeout (60 s by default)
 DEVICE_ENV = "MWPGEN_DEVICE"  # auto (default) | cpu | cuda, for the serving process
 
-# The optional numbers are doubles (whole numbers are checked by mwpgen.request): rows of one call may each leave
-# out different ones, and pandas holds a missing cell as NaN, which an integer column refuses.
+# The optional numbers are doubles (whole numbers are checked by mwpgen.generate.request): rows of one call may
+# each leave out different ones, and pandas holds a missing cell as NaN, which an integer column refuses.
 INPUT_SCHEMA = Schema([
     ColSpec("string", "equation"), ColSpec("string", "context"),
     *(ColSpec("double", name, required=False) for name in ("n", "seed", "verify", "num_beams", "max_new_tokens")),
@@ -92,10 +92,10 @@ def _rows(model_input) -> list[dict]:
 
 
 class OursModel(PythonModel):
-    """mwpgen.service.Service behind MLflow's pyfunc interface (model_input: a DataFrame of requests)."""
+    """mwpgen.generate.service.Service behind MLflow's pyfunc interface (model_input: a DataFrame of requests)."""
 
     def load_context(self, context) -> None:
-        from mwpgen.service import Service
+        from mwpgen.generate.service import Service
 
         self.service = Service.load(context.artifacts["bundle"], os.environ.get(DEVICE_ENV, "auto"))
         self.lock = threading.Lock()

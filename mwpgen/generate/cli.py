@@ -4,8 +4,8 @@
     mwpgen generate --equation "x = num1 * num2" --context "boxes candies" --numbers auto --verify 8
     mwpgen generate --input requests.csv --format csv > problems.csv
 
-Requests are read and checked by mwpgen.request and answered by mwpgen.service. Bad input (an equation, a context,
-an option or a request file) is reported in one line on stderr with exit code 2, a missing or broken model with
+Requests are read and checked by mwpgen.generate.request and answered by mwpgen.generate.service. Bad input (an
+equation, a context, an option or a request file) is reported in one line on stderr with exit code 2, a missing or broken model with
 exit code 1; a traceback only with MWPGEN_DEBUG=1.
 
 `--model` is a bundle folder, an MLflow model folder, an MLflow run id (the run that trained and logged it),
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from mwpgen.paths import PROJECT_ROOT
-from mwpgen.request import DECODINGS, NUMBER_MODES, RequestError, parse_request, read_request_file
+from mwpgen.generate.request import DECODINGS, NUMBER_MODES, RequestError, parse_request, read_request_file
 
 MLFLOW_MODEL_NAME = "mwpgen-ours"  # the registered name and the logged model's name (tracking/pyfunc_model.py)
 DEBUG_ENV = "MWPGEN_DEBUG"
@@ -259,7 +259,7 @@ def generate_command(args: argparse.Namespace) -> int:
     from tqdm import tqdm
     from transformers.utils import logging as hf_logging
 
-    from mwpgen.service import Service
+    from mwpgen.generate.service import Service
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars: the model is small, the output is the point
 

@@ -1,5 +1,5 @@
-"""A trained ours answering generation requests (mwpgen.request): the one code path behind `mwpgen generate`, the
-MLflow model (tracking/pyfunc_model.py) and bench/verify_k.py.
+"""A trained ours answering generation requests (mwpgen.generate.request): the one code path behind `mwpgen
+generate`, the MLflow model (tracking/pyfunc_model.py) and bench/verify_k.py.
 
 For a request it
 1. builds the generator's prompt exactly as training and the generate stage do (mwpgen.ours.inputs.prompt_embeddings):
@@ -29,11 +29,12 @@ from typing import Sequence
 import torch
 
 from mwpgen.data.masking import number_value
+from mwpgen.generate.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
+                                     format_number)
 from mwpgen.judge import equation_logprobs, judged
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
-from mwpgen.request import Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers, format_number
 from mwpgen.runtime import resolve_device
 
 @dataclass
