@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterable, TextIO
 
 from orchestration.prefect_api import sigint_at_default
+from orchestration.stage_reaper import StageReaper
 
 RUNNING = "Running stage '"  # how DVC announces that it runs a stage's command (not skipping it)
 
@@ -98,7 +99,8 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
     """Run `command(stage)` for every planned stage once the stages it waits for have succeeded, `jobs` at a time,
     each line of their output echoed behind its stage's name. After a failure no stage starts; those running finish
     (their work is kept). Interrupted (Ctrl-C, or SIGTERM made an exception), every running stage is interrupted as
-    by a Ctrl-C, and what they print while stopping is echoed."""
+    by a Ctrl-C, and what they print while stopping is echoed. Killed outright, its reaper does the same
+    (orchestration/stage_reaper.py)."""
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, not {jobs}")
     outcome, finished = Outcome(), queue.Queue()
@@ -110,11 +112,12 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
 
     def relay(stage: str, proc: subprocess.Popen) -> None:
         ran = False
-        for line in proc.stdout:
-            ran = ran or line.startswith(RUNNING)
-            with echo:
-                out.write(f"{stage} | {line}")
-                out.flush()
+        with proc.stdout:
+            for line in proc.stdout:
+                ran = ran or line.startswith(RUNNING)
+                with echo:
+                    out.write(f"{stage} | {line}")
+                    out.flush()
         try:  # its rusage: the CPU time of DVC and of the stage process DVC waited for
             _, status, usage = os.wait4(proc.pid, 0)
             proc.returncode, cpu = os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
@@ -128,9 +131,11 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
         proc = subprocess.Popen(command(stage), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, bufsize=1, start_new_session=True, preexec_fn=sigint_at_default)
         running[stage] = proc, time.time()
+        reaper.started(proc.pid, stage)  # start_new_session: the group's id is the process's
         relays.append(threading.Thread(target=relay, args=(stage, proc), daemon=True))
         relays[-1].start()
 
+    reaper = StageReaper(cwd)
     try:
         while waiting or running:
             if not outcome.failed:
@@ -141,6 +146,7 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
                 break
             stage, returncode, ran, cpu = finished.get()
             proc, since = running.pop(stage)
+            reaper.ended(proc.pid)
             if returncode != 0:
                 outcome.failed.append(stage)
                 continue
@@ -162,6 +168,10 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
                 proc.wait()
         for thread in relays:  # what the stages printed while stopping (e.g. a checkpoint saved)
             thread.join(timeout=5)
+        for proc, _ in running.values():
+            reaper.ended(proc.pid)
         raise
+    finally:
+        reaper.close()
     outcome.not_started = [s for s in plan.stages if s in waiting]
     return outcome

@@ -23,6 +23,7 @@ from flows.common import PROJECT_ROOT, params_or_exit
 from orchestration import parallel_repro
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
+from orchestration.stage_reaper import describe, leftover_stages, wait_for_leftovers
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from mwpgen.config.schema import Params
@@ -65,6 +66,10 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
         run.params({**params.model_dump(), "jobs": jobs})
         env = stage_env(params, run.run_id)
         start = time.time()
+        if leftovers := leftover_stages(PROJECT_ROOT):
+            log.warning("waiting for the stages of an earlier run to stop: %s", describe(leftovers))
+            if leftovers := wait_for_leftovers(PROJECT_ROOT):
+                raise RuntimeError(f"stages of an earlier run are still running: {describe(leftovers)}")
         planned = parallel_repro.plan(PROJECT_ROOT, targets or [], force)
         log.info("%d stages to reproduce, %d at a time (parent MLflow run %s); %d up to date", len(planned.stages),
                  jobs, run.run_id, planned.up_to_date)

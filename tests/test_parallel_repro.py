@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,36 @@ def test_an_interrupted_pipeline_stops_its_running_stages_first(tmp_path, sigint
     for pid in stage_pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def _gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_killed_pipeline_takes_its_running_stages_with_it(tmp_path):
+    """SIGKILL gives the pipeline no chance to stop anything: its reaper, seeing it gone, interrupts each running
+    stage as a Ctrl-C does (it can save what it has), and a later run that starts meanwhile names them by pid."""
+    from orchestration.stage_reaper import describe, leftover_stages
+
+    (tmp_path / "stage.py").write_text(STAND_IN_STAGE.replace('print("stage interrupted"',
+                                                              'open("interrupted", "a").write("x"); print("x"'))
+    proc = subprocess.Popen([sys.executable, "-c", PIPELINE, str(tmp_path / "stage.py"), "default"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    stage_pids = [int(proc.stdout.readline().split(" | ")[1]) for _ in range(2)]
+    (tmp_path / ".dvc").mkdir(exist_ok=True)
+    listed = leftover_stages(tmp_path)
+    assert sorted(listed) == sorted(os.getpgid(pid) for pid in stage_pids)
+    assert all(f"(pid {pgid}; stop it with: kill -INT -{pgid})" in describe(listed) for pgid in listed)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert all(_gone(pid, timeout_s=20) for pid in stage_pids)
+    assert (tmp_path / "interrupted").read_text() == "xx"  # a Ctrl-C, not a kill: each could save its work
+    assert leftover_stages(tmp_path) == {}
