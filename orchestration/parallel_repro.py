@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -31,6 +32,10 @@ from orchestration.prefect_api import sigint_at_default
 from orchestration.stage_reaper import StageReaper
 
 RUNNING = "Running stage '"  # how DVC announces that it runs a stage's command (not skipping it)
+# Lines every stage prints that say nothing about what it did: Prefect's run states and links, DVC's lock update and
+# push hint (the pipeline pushes itself), progress bars, blank lines. `--verbose` shows them.
+NOISE = re.compile(r"Beginning flow run '|View at https?://|Finished in state Completed\(\)|^Updating lock file "
+                   r"'dvc\.lock'|^Use `dvc push` to send|\d+%\|.*\| *\d+/\d+ \[|^\s*$")
 
 
 @dataclass
@@ -95,11 +100,12 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 
 def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict, jobs: int,
-        out: TextIO = sys.stdout) -> Outcome:
+        out: TextIO = sys.stdout, verbose: bool = True) -> Outcome:
     """Run `command(stage)` for every planned stage once the stages it waits for have succeeded, `jobs` at a time,
     each line of their output echoed behind its stage's name. After a failure no stage starts; those running finish
     (their work is kept). Interrupted (Ctrl-C, or SIGTERM made an exception), every running stage is interrupted as
-    by a Ctrl-C, and what they print while stopping is echoed. Killed outright, its reaper does the same
+    by a Ctrl-C, and what they print while stopping is echoed. Not `verbose`: the NOISE lines are not echoed.
+    Killed outright, its reaper does the same
     (orchestration/stage_reaper.py)."""
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, not {jobs}")
@@ -115,6 +121,8 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
         with proc.stdout:
             for line in proc.stdout:
                 ran = ran or line.startswith(RUNNING)
+                if not verbose and NOISE.search(line):
+                    continue
                 with echo:
                     out.write(f"{stage} | {line}")
                     out.flush()

@@ -56,7 +56,8 @@ def stage_jobs(params: Params, jobs: int | None) -> int:
 
 @flow(name="pipeline")
 def pipeline(targets: list[str] | None = None, force: bool = False, params_file: str = "params.yaml",
-             push: bool = True, commit: bool = True, jobs: int | None = None) -> None:
+             push: bool = True, commit: bool = True, jobs: int | None = None,
+             verbose: bool = False) -> None:
     log = get_run_logger()
     params = params_or_exit(str(PROJECT_ROOT / params_file))  # refuse bad params before any stage starts
     if push and not commit:
@@ -74,7 +75,7 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
         log.info("%d stages to reproduce, %d at a time (parent MLflow run %s); %d up to date", len(planned.stages),
                  jobs, run.run_id, planned.up_to_date)
         outcome = parallel_repro.run(planned, parallel_repro.dvc_repro(force, commit), cwd=PROJECT_ROOT,
-                                     env=env, jobs=jobs)
+                                     env=env, jobs=jobs, verbose=verbose)
         wall = time.time() - start
         if outcome.unchanged:  # planned because something upstream might change it, then found up to date by DVC
             log.info("%d stages up to date after all: %s", len(outcome.unchanged), ", ".join(outcome.unchanged))
@@ -114,6 +115,8 @@ def main() -> None:
     cli.add_argument("--jobs", type=int, metavar="N",
                      help=f"stages to run at once when they do not depend on each other (default: {SMOKE_JOBS} in a "
                           "smoke run, else 1: a training takes both cores of a 2-core machine)")
+    cli.add_argument("--verbose", action="store_true",
+                     help="echo every line the stages print (Prefect's run states, DVC's hints, progress bars)")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
     cli.add_argument("--no-commit", action="store_true",
                      help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
@@ -138,7 +141,7 @@ def main() -> None:
                 wait([preparing])
                 print(f"Prefect API for every stage: {api_url}", flush=True)
                 pipeline(targets=args.targets or None, force=args.force, push=not (args.no_push or args.no_commit),
-                         commit=not args.no_commit, jobs=args.jobs)
+                         commit=not args.no_commit, jobs=args.jobs, verbose=args.verbose)
     except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
 

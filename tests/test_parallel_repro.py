@@ -188,3 +188,16 @@ def test_a_killed_pipeline_takes_its_running_stages_with_it(tmp_path):
     assert all(_gone(pid, timeout_s=20) for pid in stage_pids)
     assert (tmp_path / "interrupted").read_text() == "xx"  # a Ctrl-C, not a kill: each could save its work
     assert leftover_stages(tmp_path) == {}
+
+
+def test_a_quiet_run_echoes_what_the_stages_did_not_their_noise(tmp_path):
+    noisy = ("print(\"12:00:00.000 | INFO    | Task run 't-1' - Finished in state Completed()\"); print(); "
+             "print('Use `dvc push` to send your updates to remote storage.'); "
+             "print('Loading weights: 100%|##########| 272/272 [00:00<00:00, 23914.70it/s]'); "
+             "print(\"12:00:01.000 | INFO    | Flow run 'f' - arithmetic: 1492 problems, 1492 kept\")")
+    for verbose, lines in ((False, 1), (True, 5)):
+        out = io.StringIO()
+        run(Plan(["a"], {"a": set()}), lambda stage: [sys.executable, "-c", noisy], cwd=tmp_path,
+            env=dict(os.environ), jobs=1, out=out, verbose=verbose)
+        assert len(out.getvalue().splitlines()) == lines
+        assert "a | 12:00:01.000 | INFO    | Flow run 'f' - arithmetic: 1492 problems, 1492 kept" in out.getvalue()
