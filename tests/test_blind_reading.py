@@ -1,18 +1,17 @@
-"""bench/read_verify_k.py and bench/read_models.py: readers see only uid, equation and problem; a problem shown twice is
-read once; the scores join the labels back through the key."""
+"""studies/verify_k/read_verify_k.py, studies/read_models/read_models.py and studies/verify_pools/verify_pools.py:
+readers see only uid, equation and problem; a problem shown twice is read once; the scores join the labels back
+through the key."""
 
 from __future__ import annotations
 
 import csv
-import importlib.util
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("read_verify_k", ROOT / "bench" / "read_verify_k.py")
-read_verify_k = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(read_verify_k)
+from studies.read_models import read_models
+from studies.verify_k import read_verify_k
+from studies.verify_pools import verify_pools
 
 
 def _csv(path: Path, rows: list[dict]) -> None:
@@ -52,9 +51,6 @@ def _read_right(text: str) -> int:
 def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_path):
     import json
 
-    spec2 = importlib.util.spec_from_file_location("read_models", ROOT / "bench" / "read_models.py")
-    read_models = importlib.util.module_from_spec(spec2)
-    spec2.loader.exec_module(read_models)
     for m in ("gpt_pre", "ours"):
         (tmp_path / "results" / "generations" / m / "arithmetic").mkdir(parents=True)
         (tmp_path / "results" / "predictions" / m / "arithmetic").mkdir(parents=True)
@@ -93,11 +89,6 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
         read_models.score([tmp_path / "ours"], root=tmp_path, baseline="gpt")
 
 
-spec_pools = importlib.util.spec_from_file_location("verify_pools", ROOT / "bench" / "verify_pools.py")
-verify_pools = importlib.util.module_from_spec(spec_pools)
-spec_pools.loader.exec_module(verify_pools)
-
-
 def test_pool_rankings_show_what_each_puts_first():
     def cand(sample, read, co, evaluator, firmness):
         return {"sample": str(sample), "read": read, "co_verified": str(co), "evaluator_judged": str(evaluator),
@@ -130,9 +121,6 @@ def test_a_greedy_pool_counts_the_greedy_problem_as_its_first_candidate():
 
 
 def test_a_fresh_reader_is_compared_with_each_sets_first_reading(tmp_path):
-    spec2 = importlib.util.spec_from_file_location("read_models", ROOT / "bench" / "read_models.py")
-    read_models = importlib.util.module_from_spec(spec2)
-    spec2.loader.exec_module(read_models)
     for name in ("a", "b"):
         s = tmp_path / name
         s.mkdir()

@@ -1,8 +1,6 @@
-"""bench/choose_decoding.py: the rule that picks the evaluator's parse among its beams."""
+"""studies/decoding_choice/choose_decoding.py: the rule that picks the evaluator's parse among its beams."""
 
-from conftest import load_bench
-
-choose_decoding = load_bench("choose_decoding")
+from studies.decoding_choice import choose_decoding
 
 
 def test_first_valid_skips_malformed_beams_and_beams_with_numbers_the_problem_lacks():

@@ -91,7 +91,7 @@ BAD = {
     "verify < n": (["--equation", "x = 12 - 5", *A, "-n", "3", "--verify", "2"], "verify: samples 2 candidates"),
     "verify greedy": (["--equation", "x = 12 - 5", *A, "--verify", "2", "--decoding", "greedy"], "use decoding top_p"),
     "n = 0": (["--equation", "x = 12 - 5", *A, "-n", "0"], "n: 0 is out of range"),
-    "n not a number": (["--equation", "x = 12 - 5", *A, "-n", "two"], "argument -n: invalid int value"),
+    "n not a number": (["--equation", "x = 12 - 5", *A, "-n", "two"], "n: expected a number, got 'two'"),
     "top-p 0": (["--equation", "x = 12 - 5", *A, "--top-p", "0"], "top_p: 0.0 is out of range"),
     "no such model": (["--equation", "x = 12 - 5", *A, "--model", "/nonexistent/model"], "no such folder"),
 }
@@ -204,7 +204,7 @@ def test_no_model_help_quotes_the_readme_measurements():
 
 def test_text_output_fills_the_numbers_and_gives_the_answer(capsys, bundle):
     code, out, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
-                             "-n", "2", *FAST)
+                             "-n", "2", "--verify", "4", *FAST)
     assert code == 0, err
     assert out.count("verified: ") == 2 and out.count("answer: x = 7  (num1 = 12, num2 = 5)") == 2
     assert "[request 1, problem 2] x = 12 - 5  | context: Joan" in out
@@ -212,7 +212,7 @@ def test_text_output_fills_the_numbers_and_gives_the_answer(capsys, bundle):
 
 def test_json_and_csv_outputs_hold_the_same_problems(capsys, bundle):
     argv = ["--model", str(bundle), "--equation", "x = 12 \u2212 5", "--context", "Joan", "beach", "-n", "3",
-            "--seed", "4", *FAST]
+            "--verify", "3", "--seed", "4", *FAST]
     code, out, _ = run_cli(capsys, *argv, "--format", "json")
     problems = json.loads(out)
     assert code == 0 and [p["rank"] for p in problems] == [1, 2, 3][: len(problems)] and problems
@@ -393,15 +393,16 @@ def _with_selector(bundle: Path, tmp_path: Path) -> Path:
     return out
 
 def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
-    """bench/verify_k.py end to end on the tiny bundle, a tiny evaluator and a two-fold toy dataset."""
+    """studies/verify_k/verify_k.py end to end on the tiny bundle, a tiny evaluator and a two-fold toy dataset."""
     data = _toy_data(tmp_path)
     evaluator = Path(str(bundle) + "-base")  # a tiny random LM with the same vocabulary stands in for the evaluator
     with_selector = _with_selector(bundle, tmp_path)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "bench/verify_k.py", str(with_selector), "--dataset", "toy", "--fold", "0",
-                           "--data", str(data), "--evaluator", str(evaluator), "--k", "1", "3", "--max-new-tokens",
-                           "8", "--device", "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run([sys.executable, "-m", "studies.verify_k.verify_k", str(with_selector), "--dataset", "toy",
+                           "--fold", "0", "--data", str(data), "--evaluator", str(evaluator), "--k", "1", "3",
+                           "--max-new-tokens", "8", "--device", "cpu", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "verify_k.json").read_text())
     assert [r["k"] for r in result["rows"]] == [1, 3] and result["n_test"] == 3
@@ -413,14 +414,14 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
 
 
 def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_readings(bundle, tmp_path):
-    """bench/verify_pools.py: sample keeps each pool's distinct candidates in sampling order with what the rankings
-    use; build hides all but the text; score joins the labels back per split and ranking."""
+    """studies/verify_pools/verify_pools.py: sample keeps each pool's distinct candidates in sampling order with what
+    the rankings use; build hides all but the text; score joins the labels back per split and ranking."""
     data = _toy_data(tmp_path)
     with_selector = _with_selector(bundle, tmp_path)
     out = tmp_path / "pools"
-    proc = subprocess.run([sys.executable, "bench/verify_pools.py", "sample", str(with_selector), "--dataset", "toy",
-                           "--fold", "0", "--split", "test", "--n", "2", "--k", "4", "--temperature", "1", "0.7",
-                           "--greedy", "--data", str(data),
+    proc = subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "sample", str(with_selector),
+                           "--dataset", "toy", "--fold", "0", "--split", "test", "--n", "2", "--k", "4",
+                           "--temperature", "1", "0.7", "--greedy", "--data", str(data),
                            "--evaluator", str(Path(str(bundle) + "-base")), "--max-new-tokens", "8", "--device",
                            "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
@@ -437,14 +438,14 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
         assert len({r["generated"] for r in pool}) == len(pool)  # distinct candidates, each with its repeats
         assert sum(int(r["copies"]) for r in pool) == (1 if source == "greedy" else 4)
         assert {r["co_verified"] for r in pool} <= {"True", "False"} and all(float(r["co_firmness"]) <= 0 for r in pool)
-    subprocess.run([sys.executable, "bench/verify_pools.py", "build", str(out)], cwd=ROOT, check=True,
-                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "build", str(out)], cwd=ROOT,
+                   check=True, capture_output=True)
     shown = list(csv.DictReader(open(out / "reading" / "problems.csv", encoding="utf-8")))
     assert list(shown[0]) == ["uid", "equation", "problem"]
     with open(out / "reading" / "labels_a.csv", "w", encoding="utf-8") as f:  # every candidate read right
         f.write("uid,label\n" + "".join(f"{p['uid']},1\n" for p in shown))
-    proc = subprocess.run([sys.executable, "bench/verify_pools.py", "score", str(out), "--k", "1", "4"], cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "score", str(out), "--k", "1",
+                           "4"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "reading" / "reading.json").read_text())
     kinds = result["splits"]["test"]

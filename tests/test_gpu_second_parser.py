@@ -1,4 +1,4 @@
-"""bench/gpu_second_parser.py on a tiny model: the second parser trains on the other datasets' training folds with
+"""studies/judge_choice/gpu_second_parser.py on a tiny model: the second parser trains on the other datasets' training folds with
 every Arithmetic text removed, and writes the judge's features of every labelled problem and its Arithmetic parse
 accuracy."""
 
@@ -8,11 +8,11 @@ import csv
 import json
 import sys
 
-from conftest import load_bench
 from tiny_project import tiny_arithmetic_project
 
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import read_jsonl, write_json, write_jsonl
+from studies.judge_choice import gpu_second_parser
 
 
 def test_second_parser_features_without_arithmetic_texts(tmp_path, monkeypatch):
@@ -31,11 +31,10 @@ def test_second_parser_features_without_arithmetic_texts(tmp_path, monkeypatch):
         w.writerow(["uid", "equation", "problem"])
         w.writerows([["p1", "x = num1 + num2", arithmetic[0]["text"]], ["p2", "x = num1 - num2", arithmetic[1]["text"]]])
     out = tmp_path / "out"
-    bench = load_bench("gpu_second_parser")
     monkeypatch.setattr(sys, "argv", ["bench", "--out", str(out), "--params", str(params), "--data", str(data),
                                       "--labels", str(labels), "--max-steps", "2", "--batch-size", "4",
                                       "--models", str(tmp_path / "models")])
-    bench.main()
+    gpu_second_parser.main()
     summary = json.loads((out / "summary.json").read_text())
     for source in ("mawps", "math23k"):
         sizes = summary["sources"][source]

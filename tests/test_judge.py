@@ -78,13 +78,11 @@ def test_no_threshold_reaches_an_impossible_precision():
 
 
 def test_the_comparison_bench_chooses_on_dev_and_measures_on_test(parser, tmp_path, monkeypatch):
-    """bench/compare_judges.py end to end on a handful of labelled problems: a table of candidates on the dev part,
+    """studies/judge_choice/compare_judges.py end to end on a handful of labelled problems: a table of candidates on the dev part,
     the chosen judge measured on the test part, features cached for a rerun."""
     import json
 
-    from conftest import load_bench
-
-    bench = load_bench("compare_judges")
+    from studies.judge_choice import compare_judges as bench
     model, tok = parser
     model.save_pretrained(tmp_path / "evaluator")
     tok.save_pretrained(tmp_path / "evaluator")

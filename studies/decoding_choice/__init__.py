@@ -1,0 +1,1 @@
+"""Greedy against beam decoding, chosen on the validation slice."""

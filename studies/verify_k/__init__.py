@@ -1,0 +1,1 @@
+"""Verified generation: K candidates ranked by the judge, against one."""

@@ -1,0 +1,81 @@
+"""Blind reading of the problems verified generation shows (studies/verify_k/verify_k.py): how often is a shown problem right,
+and how often is "verified: yes" right, per K?
+
+    python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # <dir>/reading/problems.csv (what readers see) + key
+    python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # labels -> <dir>/reading/reading.{json,md}
+
+`build` makes a blind reading set (studies/reading/blind_reading.py) of <dir>/verify_k_generations.csv in <dir>/reading: the
+same text chosen at two K is read once; its key keeps (K, test id, verified, judged by the evaluator's parse). These
+problems were written for TEST equations: they only measure, nothing is tuned on them.
+
+`score` reports, per K: the share of shown problems a reader finds right (with a 95% bootstrap interval over the
+test problems), the share the service's judge verified and how often a "verified: yes" is right (its precision),
+the same for the judge with the evaluator's parse, and the agreement of the two readings of the overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from studies.reading import blind_reading
+
+RESAMPLES = 1000
+KEY = ["k", "id", "verified", "judged_by_evaluator"]
+
+
+def build(folder: Path) -> None:
+    blind_reading.build(folder / "reading", blind_reading.rows(folder / "verify_k_generations.csv"), KEY)
+
+
+def _precision(flags: list[bool], read: list[int]) -> dict:
+    accepted = [y for f, y in zip(flags, read) if f]
+    return {"accepted": len(accepted), "right": int(sum(accepted)),
+            "precision": sum(accepted) / len(accepted) if accepted else None}
+
+
+def score(folder: Path) -> dict:
+    out = folder / "reading"
+    key, first, second = blind_reading.labels(out)
+    agree = sum(first[u] == y for u, y in second.items())
+    rng = np.random.default_rng(blind_reading.SEED)
+    per_k = {}
+    for k in sorted({int(r["k"]) for r in key}):
+        rows = sorted((r for r in key if int(r["k"]) == k), key=lambda r: r["id"])
+        read = np.array([first[r["uid"]] for r in rows])
+        boot = read[rng.integers(0, len(read), size=(RESAMPLES, len(read)))].mean(axis=1)
+        verified = [r["verified"] == "True" for r in rows]
+        per_k[k] = {"shown": len(rows), "read_right": float(read.mean()),
+                    "read_right_95ci": [float(x) for x in np.percentile(boot, [2.5, 97.5])],
+                    "verified_share": sum(verified) / len(rows),
+                    "verified": _precision(verified, read.tolist()),
+                    "judged_by_evaluator": _precision([r["judged_by_evaluator"] == "True" for r in rows],
+                                                      read.tolist())}
+    result = {"problems_read": len(first), "overlap": len(second), "overlap_agree": agree, "per_k": per_k}
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    lines = [f"Blind reading of the problems verified generation showed ({len(first)} distinct problems; the two "
+             f"readings of the {len(second)}-problem overlap agree on {agree}).", "",
+             "| K | shown | read right (%) [95% CI] | verified (%) | verified: yes right (%) | judge with the "
+             "evaluator's parse: accepted, right (%) |", "|---:|---:|---:|---:|---:|---:|"]
+    for k, r in per_k.items():
+        lo, hi = r["read_right_95ci"]
+        v, e = r["verified"], r["judged_by_evaluator"]
+        lines.append(f"| {k} | {r['shown']} | {pct(r['read_right'])} [{pct(lo)}, {pct(hi)}] | "
+                     f"{pct(r['verified_share'])} | {pct(v['precision'])} ({v['right']} of {v['accepted']}) | "
+                     f"{e['accepted']}, {pct(e['precision'])} |")
+    return blind_reading.write_report(out, result, lines)
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("command", choices=("build", "score"))
+    cli.add_argument("folder", type=Path, help="verify_k.py's --out folder")
+    args = cli.parse_args()
+    build(args.folder) if args.command == "build" else score(args.folder)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""What verified generation has to choose from: every candidate, read blind."""
