@@ -1,9 +1,8 @@
-"""bench/evaluator_errors.py: each wrong parse of the evaluator sorted into one kind."""
+"""studies/evaluator_errors/evaluator_errors.py: each wrong parse of the evaluator sorted into one kind."""
 
 import pytest
-from conftest import load_bench
 
-evaluator_errors = load_bench("evaluator_errors")
+from studies.evaluator_errors import evaluator_errors
 
 
 @pytest.mark.parametrize("parsed, kind", [

@@ -1,7 +1,7 @@
 """How far ACC-eq can be trusted: the evaluator's verdicts against a person's, on generated problems of a run.
 
-    python scripts/evaluator_agreement.py sample --out data/labels/evaluator/labels.csv     # then label by reading
-    python scripts/evaluator_agreement.py score --labels data/labels/evaluator/labels.csv   # precision, recall
+    python -m studies.evaluator_agreement.evaluator_agreement sample --out data/labels/evaluator/labels.csv     # then label by reading
+    python -m studies.evaluator_agreement.evaluator_agreement score --labels data/labels/evaluator/labels.csv   # precision, recall
 
 `sample` draws problems (seeded, the same number from each generator of params.yaml's `models.generate`) from the
 `evaluate` stage's predictions of one (dataset, fold) and writes them WITHOUT the evaluator's parse, so labelling
@@ -17,11 +17,9 @@ import argparse
 import csv
 import json
 import random
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from mwpgen.config.schema import load_params  # noqa: E402
 from mwpgen.io import read_jsonl  # noqa: E402

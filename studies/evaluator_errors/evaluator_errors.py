@@ -8,10 +8,10 @@ Kinds of a parse that is not the reference (first that applies):
 - other operators: the same numbers, but its operators (as a multiset) differ: e.g. `-` for `+`;
 - operand order: the same numbers and operators in a non-equivalent order: e.g. `num2 - num1` for `num1 - num2`.
 
-    PYTHONPATH=. python bench/evaluator_errors.py data/oracle/arithmetic/fold0.jsonl --out docs/evaluator_errors
+    python -m studies.evaluator_errors.evaluator_errors data/oracle/arithmetic/fold0.jsonl --out studies/evaluator_errors
 
 Reads the parses the `train_evaluator` stage wrote for the oracle row (data/oracle/<dataset>/fold<k>.jsonl), or any
-jsonl with `equation` and `parsed` (e.g. docs/gpu/default-profile/oracle.jsonl). Writes <out>/evaluator_errors.json
+jsonl with `equation` and `parsed` (e.g. studies/gpu/default-profile/oracle.jsonl). Writes <out>/evaluator_errors.json
 and .md.
 """
 
@@ -26,7 +26,7 @@ from mwpgen.data.equations import OPERATORS, EquationError, equivalent, is_num_t
 from mwpgen.evaluation.metrics import equation_symbols
 from mwpgen.io import read_jsonl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("correct", "equivalent", "malformed", "other numbers", "other operators", "operand order")
 
 
@@ -80,7 +80,7 @@ def markdown(result: dict, source: str) -> str:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("parses", type=Path, help="jsonl of the evaluator's parses (equation, parsed)")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "evaluator_errors")
+    ap.add_argument("--out", type=Path, default=ROOT / "studies" / "evaluator_errors")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows, source = read_jsonl(args.parses), str(args.parses)

@@ -1,7 +1,7 @@
 """How the three datasets' equations differ (issue 26): operators, size, nesting, constants, and how many of a fold's
 test equations have a training-fold twin (the same canonical form), which bounds what a parser learns to read.
 
-    bash scripts/run.sh python bench/equation_profile.py --fold 0 --out docs/equation_profile.md
+    bash scripts/run.sh python -m studies.equation_profile.equation_profile --fold 0 --out studies/equation_profile/equation_profile.md
 
 Reads data/processed/<dataset>.jsonl and data/splits/<dataset>.json (the preprocess and split stages' outputs).
 Counts the masked equations as the models see them ("x = ( num1 - num2 ) * 2"): numN tokens are the problem's

@@ -1,6 +1,6 @@
 """How many test problems a split that ignores duplicate texts would leak into training (issue 26, MAWPS).
 
-    bash scripts/run.sh python bench/split_leakage.py --dataset mawps --seeds 5
+    bash scripts/run.sh python -m studies.split_leakage.split_leakage --dataset mawps --seeds 5
 
 The split stage keeps problems whose normalised texts are identical (mwpgen.data.splits.duplicate_groups) in one
 fold, so no test text is also a training text (Arithmetic keeps Roy & Roth's published folds; metrics/splits.json
@@ -12,11 +12,9 @@ whose text is also in the training fold: what a generator that copies its traini
 import argparse
 import collections
 import random
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from mwpgen.data.splits import duplicate_groups  # noqa: E402
 from mwpgen.io import read_jsonl  # noqa: E402

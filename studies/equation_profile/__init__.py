@@ -1,0 +1,1 @@
+"""How the three datasets' equations differ."""

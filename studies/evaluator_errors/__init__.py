@@ -1,0 +1,1 @@
+"""Where the evaluator's oracle ACC-eq is lost."""

@@ -1,0 +1,1 @@
+"""How many test problems a split that ignores duplicate texts would leak."""
