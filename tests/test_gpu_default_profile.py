@@ -1,4 +1,4 @@
-"""bench/gpu_default_profile.py (the GPU check of the default profile) on a tiny model and the smoke profile's
+"""studies/gpu/gpu_default_profile.py (the GPU check of the default profile) on a tiny model and the smoke profile's
 sizes: `train` trains the evaluator, GPT-pre and ours, writes their test generations and the evaluator's parses;
 `score` scores them as the evaluate stage does and writes the tables."""
 
@@ -8,10 +8,10 @@ import json
 import sys
 
 import pytest
-from conftest import load_bench
 from tiny_project import tiny_arithmetic_project
 
 from mwpgen.io import read_generations, read_jsonl
+from studies.gpu import gpu_default_profile
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +24,9 @@ def setup(tmp_path_factory):
 def test_train_then_score(setup, tmp_path, monkeypatch):
     root, params, data = setup
     out, models = tmp_path / "out", tmp_path / "models"
-    bench = load_bench("gpu_default_profile")
     monkeypatch.setattr(sys, "argv", ["bench", "train", "--params", str(params), "--data", str(data), "--out", str(out),
                                       "--models", str(models)])
-    bench.main()
+    gpu_default_profile.main()
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["stages"]) == {"train_evaluator", "gpt_pre", "ours"}
     n_test = len(json.loads((data / "splits" / "arithmetic.json").read_text())["folds"][0])
@@ -42,7 +41,7 @@ def test_train_then_score(setup, tmp_path, monkeypatch):
 
     monkeypatch.setattr(sys, "argv", ["bench", "score", str(out), "--params", str(params), "--data", str(data),
                                       "--evaluator", str(models / "mwp2eq")])
-    bench.main()
+    gpu_default_profile.main()
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["scores"]) == {"gpt_pre", "ours"}
     assert scores["ours_minus_gpt_pre"]["n"] == n_test

@@ -1,4 +1,4 @@
-"""bench/time_per_epoch.py (issue 26's full-size estimate) on a tiny model and the scratch Arithmetic fold: every
+"""studies/full_size/time_per_epoch.py (issue 26's full-size estimate) on a tiny model and the scratch Arithmetic fold: every
 model's steps are timed on the whole training fold and extrapolated to an epoch and to params.yaml's epoch caps."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 import math
 import sys
 
-from conftest import load_bench
 from tiny_project import tiny_arithmetic_project
 
 from mwpgen.config.schema import load_params
+from studies.full_size import time_per_epoch
 
 
 def test_every_model_is_timed_and_extrapolated(tmp_path, monkeypatch):
@@ -19,7 +19,7 @@ def test_every_model_is_timed_and_extrapolated(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["bench", "--params", str(params_path), "--data", str(data), "--dataset",
                                       "arithmetic", "--steps", "2", "--warmup", "1", "--generate", "3",
                                       "--out", str(out)])
-    load_bench("time_per_epoch").main()
+    time_per_epoch.main()
     summary = json.loads((out / "summary.json").read_text())
     params = load_params(params_path)
     n_train = 60 - len(folds[0]) - params.experiment.validation_size

@@ -1,9 +1,9 @@
-"""Score a generations table made outside the pipeline (e.g. bench/bench_ours_epoch.py on a GPU machine) exactly as
+"""Score a generations table made outside the pipeline (e.g. benchmarks/bench_ours_epoch.py on a GPU machine) exactly as
 the `evaluate` stage scores the pipeline's own: BLEU-4 / METEOR / ROUGE-L against the real test problem, ACC-eq
 by this fold's independent evaluator mwp2eq (models/mwp2eq/<dataset>/fold<k>, trained by the pipeline), % novel
 against the whole training fold, ACC-eq on novel problems and Dist-3.
 
-    PYTHONPATH=. python bench/score_generations.py docs/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
+    python -m studies.gpu.score_generations studies/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
 
 Writes scores.json beside the table and prints it.
 """

@@ -2,8 +2,8 @@
 settings of params.yaml, their test problems generated and parsed as the `train`, `train_ours` and `generate`
 stages do; then, back on the CPU machine, scored as the `evaluate` stage does and written as tables.
 
-    python bench/gpu_default_profile.py train --out $OUT                   # on the GPU machine
-    PYTHONPATH=. python bench/gpu_default_profile.py score docs/gpu/default-profile    # here, afterwards
+    python -m studies.gpu.gpu_default_profile train --out $OUT                   # on the GPU machine
+    python -m studies.gpu.gpu_default_profile score studies/gpu/default-profile    # here, afterwards
 
 `train` uses `mwpgen` only (no Prefect, MLflow or DVC), so it runs on a bare GPU machine with torch and
 transformers. It follows flows/train.py (evaluator, chosen by its validation parse accuracy; GPT-pre with the

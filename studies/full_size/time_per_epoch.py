@@ -1,7 +1,7 @@
 """What the default profile would cost on one WHOLE training fold (issue 26's full-size estimate for Math23K):
 minutes per epoch of each model, measured on a few optimizer steps of the real examples and extrapolated.
 
-    PYTHONPATH=. python bench/time_per_epoch.py --dataset math23k --fold 0 --steps 20 --out docs/full_size/<machine>
+    python -m studies.full_size.time_per_epoch --dataset math23k --fold 0 --steps 20 --out studies/full_size/<machine>
 
 Library only (no Prefect, MLflow or DVC), so it runs on a bare GPU machine as well as here. For each model it
 builds the stage's own training examples from the whole training fold (no subsample; the validation slice held

@@ -1,0 +1,1 @@
+"""What the default profile would cost on a whole training fold."""

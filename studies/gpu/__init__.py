@@ -1,0 +1,1 @@
+"""The default profile and ours trained on a lent H200."""
