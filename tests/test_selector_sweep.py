@@ -1,4 +1,4 @@
-"""mwpgen.selector_sweep, the seed check that flows/sweep_selector.py tracks and that runs alone on a machine with
+"""studies.selector_sweep.selector_sweep, the seed check that studies/selector_sweep/tracked_sweep.py tracks and that runs alone on a machine with
 neither Prefect nor MLflow: one row per (setting, seed), the table rewritten after each row, and a setting chosen
 only when it holds on every seed."""
 
@@ -10,7 +10,7 @@ from conftest import ROOT
 from tiny_project import tiny_arithmetic_project
 
 from mwpgen.config.schema import load_params
-from mwpgen.selector_sweep import choose, holds, phase1_params, sweep
+from studies.selector_sweep.selector_sweep import choose, holds, phase1_params, sweep
 
 
 def _stats(median: float, none: float) -> dict:
@@ -54,7 +54,7 @@ def test_sweep_writes_one_row_per_setting_and_seed(tmp_path):
 
 
 def test_the_machine_names_the_precision_it_trained_in():
-    from mwpgen.selector_sweep import machine_name
+    from studies.selector_sweep.selector_sweep import machine_name
 
     assert machine_name("cpu", mixed_precision=False).endswith(", fp32 (mixed_precision off)")
     assert machine_name("cpu").endswith((", native bf16", ", fp32"))

@@ -9,10 +9,11 @@ Each run trains phase 1 as train_ours does (train.ours with only the grid's swit
 start and keyword dropout included) but without the co-trained mwp2eq, which never touches the selector, cut at
 `steps` steps.
 
-`flows/sweep_selector.py` runs this with MLflow tracking. Run alone (`python -m mwpgen.selector_sweep`) it needs
-neither Prefect nor MLflow, for a machine that has neither (a lent GPU):
+`studies/selector_sweep/tracked_sweep.py` runs this with MLflow tracking. Run alone
+(`python -m studies.selector_sweep.selector_sweep`) it needs neither Prefect nor MLflow, for a machine that has
+neither (a lent GPU):
 
-    python -m mwpgen.selector_sweep --grid seeds --steps 40 --device cuda --out /tmp/sweep
+    python -m studies.selector_sweep.selector_sweep --grid seeds --steps 40 --device cuda --out /tmp/sweep
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def machine_name(device: str, mixed_precision: bool = True) -> str:
 
 
 def add_arguments(cli: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The sweep's command line, shared by this module and flows/sweep_selector.py."""
+    """The sweep's command line, shared by this module and studies/selector_sweep/tracked_sweep.py."""
     cli.add_argument("--params", default="params.yaml")
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)

@@ -1,9 +1,9 @@
-"""Choose the context selector's settings, and check that a setting holds on every seed (`mwpgen.selector_sweep`
-says what a run trains and what "holds" means), tracked in MLflow: one run per (setting, seed) under a parent run
-`sweep_selector`. The table goes to docs/selector_sweep_<grid>.md (and .json). Not a DVC stage: it informs the
-defaults of `train.ours`.
+"""Choose the context selector's settings, and check that a setting holds on every seed
+(`studies.selector_sweep.selector_sweep` says what a run trains and what "holds" means), as a Prefect flow tracked in
+MLflow: one run per (setting, seed) under a parent run `sweep_selector`. The table goes to
+studies/selector_sweep/selector_sweep_<grid>.md (and .json). Not a DVC stage: it informs the defaults of `train.ours`.
 
-    python -m flows.sweep_selector --dataset arithmetic --fold 0 --steps 40 --grid seeds
+    python -m studies.selector_sweep.tracked_sweep --dataset arithmetic --fold 0 --steps 40 --grid seeds
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage
 from mwpgen.config.schema import Params
 from mwpgen.runtime import resolve_device
-from mwpgen.selector_sweep import add_arguments, machine_name, sweep
+from studies.selector_sweep.selector_sweep import add_arguments, machine_name, sweep
 from tracking.runs import stage_run
 
-OUT = PROJECT_ROOT / "docs" / "selector_sweep"
+OUT = PROJECT_ROOT / "studies" / "selector_sweep" / "selector_sweep"  # + _<grid>.md, .json
 
 
 @flow(name="sweep_selector")

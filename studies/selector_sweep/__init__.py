@@ -1,0 +1,1 @@
+"""The context selector's settings, and the seed check that they hold."""
