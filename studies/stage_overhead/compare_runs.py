@@ -2,7 +2,7 @@
 and, for the JSON files among those that differ, the keys whose values differ (so a difference in a wall time can be
 told from one in a result).
 
-    bash scripts/run.sh python bench/compare_runs.py /tmp/cold_clone /tmp/warm_clone
+    bash scripts/run.sh python -m studies.stage_overhead.compare_runs /tmp/cold_clone /tmp/warm_clone
 
 Used to check that stages forked from the warm Python (orchestration/warm_python.py) write what stages in a Python of
 their own write: compare a warm and a cold run, and two cold runs, and read the differences side by side.

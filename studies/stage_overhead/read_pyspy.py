@@ -2,7 +2,7 @@
 
     py-spy record --subprocesses --idle -r 20 --format raw -o run.raw -- \\
         bash scripts/run.sh python -m pytest -q -n 0 tests/test_pipeline_models.py
-    python bench/read_pyspy.py run.raw [--rate 20]
+    python -m studies.stage_overhead.read_pyspy run.raw [--rate 20]
 
 Per process: the seconds its threads were on the CPU (samples whose innermost frame is not a wait: a thread blocked
 in a queue, a lock, a select or a sleep is left out), and how much of it was spent importing (inside

@@ -1,0 +1,1 @@
+"""A pipeline stage's fixed cost, and what was done about it."""
