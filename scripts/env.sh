@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED=1
 # glibc hands every freed block above its mmap threshold back to the OS and faults it in again on the next
 # allocation; a training step frees and reallocates its activations (a logits tensor alone is 200 MB), and on these
 # virtual machines a page fault has measured 3-13 us. Keeping freed memory in the heap changes no result, only the
-# time (bench/bench_malloc.py, docs/malloc.md).
+# time (benchmarks/bench_malloc.py, studies/malloc/README.md).
 export MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-4294967296}"
 export MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-68719476736}"
 if [ -d "$_mwpgen_root/.venv" ]; then

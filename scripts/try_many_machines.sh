@@ -7,9 +7,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 R="${1:-/tmp/mwpgen-many-machines}"; rm -rf "$R"; mkdir -p "$R"
 cd "$ROOT" && . scripts/env.sh
 python - "$R" <<'PY'
-import sys; sys.path.insert(0, "tests")
+import sys
 from pathlib import Path
-from fold_scenario import base_project
+from tests.fold_scenario import base_project  # run from the project root: it is on sys.path
 base_project(Path(sys.argv[1]), Path(sys.argv[1]) / "remote")
 PY
 for c in submit worker1 worker2; do git clone -q $R/base $R/$c && ln -s "$ROOT/.venv" $R/$c/.venv; done

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -17,36 +15,12 @@ import pytest
 
 # Two pytest workers on two cores, each with torch's two OpenMP threads: waiting threads sleep instead of spinning on
 # the core another process needs (libgomp's default spins). The suite from a fresh clone, one pair on this 2-core Intel
-# Xeon: 587.7 s against 645.6 s (bench/bench_omp_wait.py: the mechanism). Set before anything imports torch; the
+# Xeon: 587.7 s against 645.6 s (benchmarks/bench_omp_wait.py: the mechanism). Set before anything imports torch; the
 # stage processes the tests start inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from orchestration.prefect_api import free_port, pointed_server  # noqa: F401 -- free_port: tests use it
-
-ROOT = Path(__file__).resolve().parent.parent
-MIRROR = Path(os.environ.get("MWPGEN_MIRROR", ROOT.parent / "shared" / "data" / "raw")).resolve()
-
-
-def load_bench(name: str):
-    """bench/<name>.py as a module (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def copy_project(dest: Path) -> None:
-    """Tracked and untracked-not-ignored files (not the committed results, metrics or lock) into a fresh git repo."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    for rel in files:
-        if (ROOT / rel).is_file() and not rel.startswith(("metrics/", "dvc.lock", "reports/", "results/",
-                                                            "plots/", "archive/")):
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
-    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy"], cwd=dest, check=True)
+from scratch_project import MIRROR, ROOT, copy_project, run_in, scratch_env  # noqa: F401 -- tests use them
 
 
 def wait_until_serving(url: str, server: subprocess.Popen, log: Path, what: str, timeout_s: float) -> None:
@@ -92,24 +66,6 @@ def no_temporary_prefect_server_at_exit():
     server_module = sys.modules.get("prefect.server.api.server")
     for server in list(getattr(getattr(server_module, "SubprocessASGIServer", None), "_instances", {}).values()):
         server.stop()
-
-
-def scratch_env(dest: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "MWPGEN_MIRROR": str(MIRROR), "PREFECT_HOME": str(dest / ".prefect"),
-           "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", "DVC_NO_ANALYTICS": "1",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "MLFLOW_DISABLE_TELEMETRY": "true",
-           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **extra}
-    env.pop("MWPGEN_PARENT_RUN_ID", None)
-    env.update(extra)
-    return env
-
-
-def run_in(dest: Path, env: dict, cmd: list[str], check: bool = True, timeout: int = 900):
-    proc = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return proc
 
 
 @pytest.fixture(scope="session", autouse=True)

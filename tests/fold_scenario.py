@@ -1,4 +1,4 @@
-"""The many-machines setup on one machine, for tests/test_folds.py and bench/bench_folds.py: a scratch project
+"""The many-machines setup on one machine, for tests/test_folds.py and benchmarks/bench_folds.py: a scratch project
 (synthetic Arithmetic data, a tiny model, two folds) committed to git, a local-folder DVC remote, a process work
 pool with the `mwpgen-fold` deployment, and N Prefect workers, each in its own clone. Needs a running Prefect
 server (PREFECT_API_URL)."""
@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Iterator
 
 import yaml
-from conftest import copy_project, run_in, scratch_env
-from test_pipeline_models import synthetic_records
 
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
 from orchestration.prefect_api import sigint_at_default
-from tiny_model import tiny_model_dir
+from tests.scratch_project import copy_project, run_in, scratch_env
+from tests.synthetic_mwp import synthetic_records
+from tests.tiny_model import tiny_model_dir
 
 FOLDS = [0, 1]
 # The data stages are the same on every machine; here the data is synthetic and committed, so they are dropped.

@@ -1,5 +1,5 @@
-"""bench/bench_ours_epoch.py (the GPU time-per-epoch check) on a tiny model: it trains both phases, reports
-per-phase timings and writes a generations table in the format bench/score_generations.py expects."""
+"""benchmarks/bench_ours_epoch.py (the GPU time-per-epoch check) on a tiny model: it trains both phases, reports
+per-phase timings and writes a generations table in the format studies/gpu/score_generations.py expects."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from conftest import load_bench
 from mwpgen.io import write_json, write_jsonl
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
 from mwpgen.data.splits import seeded_folds
+
+from benchmarks import bench_ours_epoch
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def test_both_phases_are_timed_and_the_test_fold_generated(tiny_data, tmp_path, 
     monkeypatch.setattr(sys, "argv", ["bench", "--data", str(root / "data"), "--model", str(model), "--max-steps", "3",
                                       "--device", "cpu", "--selector", "residual", "--selector-lr", "1e-2",
                                       "--out", str(out)])
-    load_bench("bench_ours_epoch").main()
+    bench_ours_epoch.main()
     summary = json.loads((out / "summary.json").read_text())
     for phase in ("phase1", "phase2"):
         assert summary[phase]["steps"] == 3 and summary[phase]["min_per_epoch"] > 0

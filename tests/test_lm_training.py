@@ -241,12 +241,10 @@ def test_shipped_params_enable_validation():
 
 
 def test_bench_precision_smoke(tmp_path, monkeypatch):
-    """bench/bench_precision.py on the tiny model: both arms timed, both curves trained, the agreement reported."""
+    """benchmarks/bench_precision.py on the tiny model: both arms timed, both curves trained, the agreement reported."""
     import json
 
-    from conftest import load_bench
-
-    bench = load_bench("bench_precision")
+    from benchmarks import bench_precision as bench
     out = tmp_path / "precision.json"
     monkeypatch.setattr("sys.argv", ["bench_precision.py", "--model", "tiny", "--steps", "1", "--seq", "16",
                                      "--matmul-n", "128", "--curve-steps", "3", "--curve-val", "4", "--out", str(out)])

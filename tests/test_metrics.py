@@ -122,7 +122,7 @@ def test_meteor_watchdog_turns_hang_into_error():
 
 def test_evaluate_generations_all_metrics(scorer):
     hyps = [REFS[0], "Tom has num1 red apples . How many apples ?", REFS[2]]
-    out = evaluate_generations(  # reuses the module's JVM; the own-JVM path runs in bench/bench_evaluation.py
+    out = evaluate_generations(  # reuses the module's JVM; the own-JVM path runs in benchmarks/bench_evaluation.py
         hyps, REFS, scorer=scorer, training_texts=[REFS[0].upper(), "unrelated"],
         predicted_equations=["x = num1 - num2", "x=num1+num2", "x = num1 - num2"],
         reference_equations=["x = num1  - num2", "x = num1 + num2", "x = num1 - num2"],

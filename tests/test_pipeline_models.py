@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import csv
 import json
-import random
 import sqlite3
 
 import pytest
 import yaml
 from conftest import copy_project, run_in, scratch_env
+from synthetic_mwp import synthetic_records
 
 from mwpgen.io import write_json, write_jsonl
 from tiny_model import tiny_model_dir
@@ -33,24 +33,6 @@ STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt_pr
           *(f"train_seq2seq@{m}-arithmetic-0" for m in ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")),
           *(f"generate@{m}-arithmetic-0" for m in GENERATED), *(f"evaluate@{m}-arithmetic-0" for m in SCORED),
           "measure_judge@arithmetic-0", "ablate@eq_softmax-arithmetic-0", "report"]
-TEMPLATES = [
-    ("{a} has num1 {o} . {b} gives {a} num2 more {o} . How many {o} does {a} have now ?", "x = num1 + num2"),
-    ("{a} had num1 {o} . {a} gave num2 {o} to {b} . How many {o} does {a} have left ?", "x = num1 - num2"),
-    ("{a} buys num1 boxes of {o} . Each box holds num2 {o} . How many {o} does {a} have ?", "x = num1 * num2"),
-]
-NAMES, OBJECTS = ["Joan", "Sam", "Mike", "Sara", "Tim"], ["apples", "pencils", "marbles", "cookies"]
-
-
-def synthetic_records(n: int = 40) -> list[dict]:
-    rng = random.Random(0)
-    out = []
-    for i in range(n):
-        template, equation = TEMPLATES[i % len(TEMPLATES)]
-        a, b = rng.sample(NAMES, 2)
-        text = template.format(a=a, b=b, o=rng.choice(OBJECTS))
-        out.append({"id": str(i + 1), "dataset": "arithmetic", "text": text, "equation": equation,
-                    "numbers": ["3", "4"], "source_text": text, "source_equation": equation})
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The evaluator's parse while the METEOR JVM starts beside it, at 2 and 1 torch threads (issue 22's smoke run).
 
-    bash scripts/run.sh python bench/bench_parse_beside_jvm.py models/mwp2eq/arithmetic/fold0 --n 8 --repeats 3
+    bash scripts/run.sh python -m benchmarks.bench_parse_beside_jvm models/mwp2eq/arithmetic/fold0 --n 8 --repeats 3
 
 The evaluate stage starts the METEOR JVM first so that it loads while the evaluator parses (flows/evaluate.py). On
 2 cores, torch's two OpenMP threads then share the CPU with the JVM's start. Each arm parses the first `--n` test
@@ -11,12 +11,10 @@ after a METEOR JVM was launched (mwpgen.evaluation.metrics.TextScorer), with 2 o
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 

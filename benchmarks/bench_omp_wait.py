@@ -1,10 +1,10 @@
 """torch's OpenMP threads spinning (GNU OpenMP's default) or sleeping (OMP_WAIT_POLICY=PASSIVE) while they wait.
 
-    bash scripts/run.sh python bench/bench_omp_wait.py models/mwp2eq/arithmetic/fold0 --rounds 2
+    bash scripts/run.sh python -m benchmarks.bench_omp_wait models/mwp2eq/arithmetic/fold0 --rounds 2
 
 libgomp, which the CPU build of torch uses, lets a thread that waits for the others spin for a while before it
 sleeps. On 2 cores that is free while torch has the machine to itself, and costly when something else wants a core:
-the evaluate stage parses while the METEOR JVM starts beside it (bench/bench_parse_beside_jvm.py), and the test suite
+the evaluate stage parses while the METEOR JVM starts beside it (benchmarks/bench_parse_beside_jvm.py), and the test suite
 runs two pytest workers, each with two torch threads. Smoke runs (orchestration/pipeline.py's `stage_env`) and the
 suite (tests/conftest.py) set OMP_WAIT_POLICY=PASSIVE; real runs keep the default. Each arm runs in a child process
 of its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's default,
@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench_malloc import cpu_name, plain_step, run_arms  # same folder: the interleaved child processes, one per arm and round
+from benchmarks.bench_malloc import cpu_name, plain_step, run_arms  # the interleaved child processes, one per arm and round
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 ARMS = {"spin (libgomp's default)": {}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
         "spin 10k": {"GOMP_SPINCOUNT": "10000"}}  # libgomp's default spins 300,000 times before sleeping
@@ -39,7 +39,6 @@ ARMS = {"spin (libgomp's default)": {}, "passive": {"OMP_WAIT_POLICY": "PASSIVE"
 def child(evaluator: Path, n: int, steps: int) -> None:
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from mwpgen.data.folds import load_fold
     from mwpgen.evaluation.metrics import TextScorer
     from mwpgen.lm.decoding import predict_equations
@@ -91,7 +90,8 @@ def main() -> None:
         return
     base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     arms = {name: {**base, **extra} for name, extra in ARMS.items() if not args.arms or name in args.arms}
-    cmd = [sys.executable, __file__, str(args.evaluator), "--child", "--steps", str(args.steps), "--n", str(args.n)]
+    cmd = [sys.executable, "-m", "benchmarks.bench_omp_wait", str(args.evaluator), "--child", "--steps", str(args.steps),
+           "--n", str(args.n)]
     runs = run_arms(cmd, arms, args.rounds)
     print(f"CPU: {cpu_name()}, {os.cpu_count()} CPUs, torch threads: torch's default; {args.rounds} processes per arm, "
           f"interleaved; seconds (median over processes and steps)")

@@ -1,7 +1,7 @@
 """Generation throughput: batched (left-padded, KV cache) vs one prompt at a time, side by side.
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_generation.py            # SmolLM2-135M
-    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_generation.py --model tiny
+    python -m benchmarks.bench_generation            # SmolLM2-135M
+    python -m benchmarks.bench_generation --model tiny
     ... --train-steps 3   # also time fine-tuning steps (batch x seq tokens, fp32 on CPU)
 
 Same model, prompts and decoding for both arms; prints problems/s for each and the ratio, and how
@@ -10,7 +10,6 @@ many greedy outputs agree between the arms (left padding changes float rounding 
 
 from __future__ import annotations
 
-import sys
 import argparse
 import random
 import tempfile
@@ -23,8 +22,7 @@ from mwpgen.lm.decoding import generate_texts
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import LMExample, generator_prompt
 from mwpgen.lm.training import train_causal_lm
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
-from tiny_model import tiny_model_dir  # noqa: E402
+from tests.tiny_model import tiny_model_dir
 
 EQUATIONS = ["x = ( num1 - num2 )", "x = ( num1 * num2 )", "x = ( num1 + num2 ) / num3", "x = num1 / ( num2 - num3 )"]
 WORDS = ["Joan", "seashells", "beach", "Tom", "boxes", "candies", "jar", "marbles", "dollars", "kids", "week", "store"]

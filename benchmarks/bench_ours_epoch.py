@@ -1,11 +1,11 @@
 """Time per epoch of "ours", trained for real (phase 1 then phase 2) on one full training fold, and its test
 generations: the issue's GPU check, beside the paper's 1.3 min/epoch (GPT-2 large, RTX 8000, Arithmetic/MAWPS).
 
-    PYTHONPATH=. python bench/bench_ours_epoch.py --dataset arithmetic --fold 0 --phase1-epochs 3 --phase2-epochs 3 \
-        --out docs/gpu/smollm2-135m
-    PYTHONPATH=. python bench/bench_ours_epoch.py --dataset arithmetic --fold 0 --random-arch gpt2-large \
-        --max-steps 20 --out docs/gpu/gpt2-large-shape            # the paper's model size: timing only
-    PYTHONPATH=. python bench/score_generations.py docs/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
+    python -m benchmarks.bench_ours_epoch --dataset arithmetic --fold 0 --phase1-epochs 3 --phase2-epochs 3 \
+        --out studies/gpu/smollm2-135m
+    python -m benchmarks.bench_ours_epoch --dataset arithmetic --fold 0 --random-arch gpt2-large \
+        --max-steps 20 --out studies/gpu/gpt2-large-shape            # the paper's model size: timing only
+    python -m studies.gpu.score_generations studies/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
 
 Library only (no Prefect, MLflow or DVC), so that it runs on a bare GPU machine with torch and transformers; the
 `train_ours` stage trains the same objective through tasks/ours.py with the settings of params.yaml. Here the

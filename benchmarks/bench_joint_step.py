@@ -1,7 +1,7 @@
 """Cost of one joint training step of "ours" vs one plain LM fine-tuning step, side by side.
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_joint_step.py --model tiny --steps 3
-    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_joint_step.py --model smollm2-135m --steps 5 --batch 8 --seq 128
+    python -m benchmarks.bench_joint_step --model tiny --steps 3
+    python -m benchmarks.bench_joint_step --model smollm2-135m --steps 5 --batch 8 --seq 128
 
 Arms (same generator, batch and generator sequence length; timed interleaved A B C A B C ... so that
 load drift on a shared machine hits all arms alike, median reported; one warm-up step each is not
@@ -41,7 +41,6 @@ FLOP rate is compared with a dense matmul (n x n, training dtype) measured in th
 
 from __future__ import annotations
 
-import sys
 import argparse
 import ctypes
 import functools
@@ -61,11 +60,8 @@ from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.lm.training import lm_loss
 from mwpgen.runtime import autocast_dtype
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/flops.py, when loaded from elsewhere
-from tiny_model import tiny_model_dir  # noqa: E402
-
-from flops import matmul_params, matmul_rate  # noqa: E402  (bench/flops.py)
+from benchmarks.flops import matmul_params, matmul_rate
+from tests.tiny_model import tiny_model_dir
 
 EQUATION = "x = ( num1 - num2 ) - num3"
 SENTENCE = ("Joan found num1 seashells on the beach . She gave num2 of them to Tom and num3 to her sister . "

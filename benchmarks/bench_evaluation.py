@@ -7,7 +7,7 @@ regex (numbers -> num1, num2... by first appearance; not the project's preproces
 - 20% exact copy of the reference; 20% copy of a random training problem (not novel); 20% another reference.
 Predicted equations equal the reference equation 70% of the time, otherwise another problem's equation.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/bench_evaluation.py [--n 1000] [--seed 0]``
+Run: ``python -m benchmarks.bench_evaluation [--n 1000] [--seed 0]``
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ each on a fresh copy:
     jobs=1     parallel_repro.plan + run, one stage at a time
     jobs=2     the same, two at a time
 
-    bash scripts/run.sh python bench/bench_parallel_repro.py [--stages 8] [--rounds 3]
+    bash scripts/run.sh python -m benchmarks.bench_parallel_repro [--stages 8] [--rounds 3]
 
 Prints the median wall seconds per arm and shape, and per stage.
 """
@@ -27,8 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[1]
 
 from orchestration.parallel_repro import dvc_repro, plan, run  # noqa: E402
 

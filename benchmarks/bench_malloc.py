@@ -1,7 +1,7 @@
 """Time of a plain SmolLM2 training step under glibc's default allocator settings, scripts/env.sh's, and jemalloc.
 
-    bash scripts/run.sh python bench/bench_malloc.py --rounds 2 --steps 4        (docs/malloc.md)
-    bash scripts/run.sh python bench/bench_malloc.py --rounds 2 --steps 30 --min-seq 48   (batches of varying length)
+    bash scripts/run.sh python -m benchmarks.bench_malloc --rounds 2 --steps 4        (studies/malloc/README.md)
+    bash scripts/run.sh python -m benchmarks.bench_malloc --rounds 2 --steps 30 --min-seq 48   (batches of varying length)
 
 glibc returns a freed block above its mmap threshold (128 KB, rising to at most 32 MB as it adapts) to the OS at once,
 so the next allocation of that size faults every page in again; a training step frees and reallocates its activations
@@ -13,8 +13,8 @@ installed (Debian's libjemalloc2), `jemalloc` (preloaded, glibc's variables remo
 and `jemalloc kept` (the same, never handing freed pages back: JEMALLOC_KEPT).
 With --min-seq, each step's sequence length is drawn (seeded, the same in every arm) between it and --seq, as the
 lengths of real batches vary (whether glibc's kept heap fragments under them and slows was a hypothesis the real
-training did not bear out, docs/malloc.md). Short runs only: 12-16 steps of a plain model do not reproduce the
-slowdown of ours' 137-step phases (docs/malloc.md). Per arm: the median wall time of a step (forward, loss,
+training did not bear out, studies/malloc/README.md). Short runs only: 12-16 steps of a plain model do not reproduce the
+slowdown of ours' 137-step phases (studies/malloc/README.md). Per arm: the median wall time of a step (forward, loss,
 backward, clip, Adam; one untimed warm-up step), the median of the last quarter of steps, the minor page faults per
 step, and the process's peak RSS.
 """
@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 SYSTEM_JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 JEMALLOC_KEPT = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
@@ -54,7 +54,7 @@ def run_arms(cmd: list[str], arms: dict[str, dict[str, str]], rounds: int) -> di
     results: dict[str, list[dict]] = {name: [] for name in arms}
     for _ in range(rounds):
         for name, env in arms.items():
-            out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)  # cmd: a module of the project
             if out.returncode:
                 raise SystemExit(f"arm {name} failed:\n{out.stderr[-2000:]}")
             results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -83,7 +83,6 @@ def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
 
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
     from mwpgen.runtime import autocast_dtype
 
@@ -134,8 +133,8 @@ def main() -> None:
         if unknown:
             raise SystemExit(f"--arms: no arm {', '.join(sorted(unknown))} here (arms: {', '.join(arms)})")
         arms = {name: env for name, env in arms.items() if name in args.arms}
-    cmd = [sys.executable, __file__, "--child", "--steps", str(args.steps), "--batch", str(args.batch),
-           "--seq", str(args.seq), "--min-seq", str(args.min_seq)]
+    cmd = [sys.executable, "-m", "benchmarks.bench_malloc", "--child", "--steps", str(args.steps),
+           "--batch", str(args.batch), "--seq", str(args.seq), "--min-seq", str(args.min_seq)]
     results = run_arms(cmd, arms, args.rounds)
     print(f"CPU: {cpu_name()}, {os.cpu_count()} CPUs; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     shape = f"{args.min_seq}-{args.seq}" if args.min_seq else str(args.seq)

@@ -5,7 +5,7 @@ local-folder DVC remote, a process work pool), built from scratch for each worke
 server, so neither run reuses the other's outputs; `python -m orchestration.fan_out --concurrency 2` is timed from submission
 to the report.
 
-    PYTHONPATH=. python bench/bench_folds.py --out docs/bench_folds.json
+    python -m benchmarks.bench_folds --out benchmarks/results/bench_folds.json
 """
 
 from __future__ import annotations
@@ -14,23 +14,19 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from conftest import prefect_server  # noqa: E402
-from fold_scenario import FOLDS, cluster  # noqa: E402
+from orchestration.prefect_api import pointed_server
+from tests.fold_scenario import FOLDS, cluster
 
 
 def timed_run(n_workers: int) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"bench-folds-{n_workers}-") as tmp:
         root = Path(tmp)
         (root / "prefect").mkdir()
-        with prefect_server(root / "prefect"), cluster(root / "scenario", n_workers) as c:
+        with pointed_server(root / "prefect", ui=False), cluster(root / "scenario", n_workers) as c:
             start = time.perf_counter()
             proc = c.submit(concurrency=2)
             wall = time.perf_counter() - start

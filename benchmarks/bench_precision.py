@@ -1,8 +1,8 @@
 """fp32 vs bf16 autocast for causal-LM training: step time, tokens/s and FLOP rate side by side, and whether the
 two precisions train the same (loss curves of the real trainer from the same seed and data).
 
-    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_precision.py                    # SmolLM2-135M
-    PYTHONPATH=. HF_HUB_OFFLINE=1 .venv/bin/python bench/bench_precision.py --model tiny --steps 3 --curve-steps 6
+    python -m benchmarks.bench_precision                    # SmolLM2-135M
+    python -m benchmarks.bench_precision --model tiny --steps 3 --curve-steps 6
 
 1. Step time. One model, one AdamW; a training step (forward, lm_loss, backward, clip, Adam step: what
    mwpgen/lm/training.py does) on a fixed batch of `--batch` x `--seq` random tokens (no padding), under
@@ -27,7 +27,6 @@ import argparse
 import json
 import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,13 +39,10 @@ from mwpgen.lm.prompts import mwp2eq_example
 from mwpgen.lm.training import lm_loss, train_causal_lm
 from mwpgen.runtime import autocast_dtype, cpu_supports_bf16
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tiny test model
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/flops.py, when loaded from elsewhere
-from tiny_model import tiny_model_dir  # noqa: E402
+from benchmarks.flops import matmul_params, matmul_rate, sync
+from tests.tiny_model import tiny_model_dir
 
-from flops import matmul_params, matmul_rate, sync  # noqa: E402  (bench/flops.py)
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC = [("Joan found num1 shells . She gave num2 away . How many are left ?", "x = ( num1 - num2 )"),
              ("Tom has num1 boxes with num2 candies each . How many candies ?", "x = ( num1 * num2 )"),
              ("A jar holds num1 marbles . Sam adds num2 . How many now ?", "x = ( num1 + num2 )"),

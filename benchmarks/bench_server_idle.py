@@ -1,6 +1,6 @@
 """Idle CPU of the shared Prefect server: Prefect's default services vs only the ones a pipeline run needs.
 
-    bash scripts/run.sh python bench/bench_server_idle.py default trimmed      (docs/stage_overhead.md)
+    bash scripts/run.sh python -m benchmarks.bench_server_idle default trimmed      (studies/stage_overhead/README.md)
 
 Each arm starts a server (orchestration.prefect_api.prefect_server) in a fresh PREFECT_HOME, leaves it idle for
 IDLE_S seconds and reports the CPU time its process used meanwhile.
@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from orchestration.prefect_api import prefect_server
 
 IDLE_S = 60

@@ -1,7 +1,7 @@
 """The fixed cost of one pipeline stage: a stage process that does no work, run alone (Prefect starts and stops a
-temporary server inside it, as `python -m flows.<stage>` does by itself), with a shared Prefect API in its
-environment, and also forked from a warm Python that imported Prefect, MLflow, torch and transformers once (as every
-stage of `python -m orchestration.pipeline` now runs: orchestration/warm_python.py), side by side, interleaved.
+temporary server inside it, as `python -m flows.<stage>` does by itself) and with a shared Prefect API in its
+environment (as every stage of `python -m orchestration.pipeline` runs), each in a fresh Python, side by side,
+interleaved; the shared API's wall time is printed as a ratio of the stage alone.
 
 The stage is what every stage flow is made of -- `flows.common.run_stage` running a Prefect flow that opens, logs to
 and closes one MLflow run (`tracking.runs.stage_run`) -- with nothing else in it, so what it measures is what each
@@ -9,7 +9,7 @@ stage pays before and after its own work: Python, importing Prefect, MLflow and 
 MLflow run (sqlite store), and the exit. Each run is timed as a whole (spawn to exit) and split at stamps the stage
 writes: imported, flow body entered, flow body done, flow returned.
 
-    bash scripts/run.sh python bench/bench_stage_overhead.py [--repeats 5] [--split] [--vs OTHER_CHECKOUT]
+    bash scripts/run.sh python -m benchmarks.bench_stage_overhead [--repeats 5] [--split] [--vs OTHER_CHECKOUT]
 
 `--split` also times `python -m flows.split` (a real, cheap stage: ~3 s of work) both ways; it needs this
 checkout's data/processed (the data stages run once). Stores (Prefect's database, MLflow's sqlite) are scratch
@@ -29,14 +29,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from orchestration.prefect_api import API_ENV, prefect_server
 
-from orchestration.prefect_api import API_ENV, prefect_server  # noqa: E402
-from orchestration.warm_python import warm_stages  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
-# The noop stage is `python -m flows.noop_stage` (a module name the warm Python serves) from a scratch `flows` package
-# whose other modules are the project's (or --vs's: the first PYTHONPATH entry).
+# The noop stage is `python -m flows.noop_stage`, as a stage command reads, from a scratch `flows` package whose other
+# modules are the project's (or --vs's: the first PYTHONPATH entry).
 FLOWS_INIT = '''\
 import os
 __path__.append(os.path.join(os.environ["PYTHONPATH"].split(os.pathsep)[0], "flows"))
@@ -127,41 +125,35 @@ def main() -> None:
         with prefect_server(tmp / "prefect", ui=False, env=base) as url:
             print(f"shared Prefect server ({url}) up in {time.time() - t:.1f} s (a fresh database: migrations "
                   "included; paid once per pipeline run)")
-            t = time.time()
-            with warm_stages({**base, API_ENV: url}, wait_s=120) as warm:
-                print(f"warm Python listening after {time.time() - t:.1f} s (its imports; paid once per pipeline run)")
-                shared = {**base, API_ENV: url}
-                cases = [("noop stage", ["-m", "flows.noop_stage", str(tmp / "stamps.json")], tmp, True)]
-                if args.split:
-                    cases.append(("python -m flows.split", ["-m", "flows.split"], ROOT, False))
-                for name, args_, cwd, stamped in cases:
-                    envs = {"alone (own temporary server)": (sys.executable, base),
-                            "shared API (PREFECT_API_URL)": (sys.executable, shared),
-                            "shared API, forked from the warm Python": ("python", {**shared, **warm})}
-                    if args.vs and stamped:
-                        envs[f"shared API, code of {args.vs}"] = (sys.executable,
-                                                                 {**shared, "PYTHONPATH": str(args.vs.resolve())})
-                    for python, env in envs.values():  # warm the caches and the stores
-                        run_once([python, *args_], env, tmp / "stamps.json" if stamped else None, cwd)
-                    walls = {mode: [] for mode in envs}
-                    phases = {mode: {p: [] for p, _, _ in PHASES} for mode in walls}
-                    for _ in range(args.repeats):  # interleaved: drift in the machine's load hits every mode alike
-                        for mode, (python, env) in envs.items():
-                            wall, stamps = run_once([python, *args_], env, tmp / "stamps.json" if stamped else None,
-                                                    cwd)
-                            walls[mode].append(wall)
-                            if stamped:
-                                for p, a, b in PHASES:
-                                    phases[mode][p].append(stamps[b] - stamps[a])
-                    print(f"\n{name}: wall seconds per stage process, {args.repeats} runs each")
-                    for mode, xs in walls.items():
-                        print(f"  {mode:32s} {summary(xs)}")
-                    if stamped:
-                        for mode in walls:
-                            print(f"  where the time goes, {mode} (median s):")
-                            for p, _, _ in PHASES:
-                                print(f"    {p:32s} {statistics.median(phases[mode][p]):6.2f}")
-
+            shared = {**base, API_ENV: url}
+            cases = [("noop stage", ["-m", "flows.noop_stage", str(tmp / "stamps.json")], tmp, True)]
+            if args.split:
+                cases.append(("python -m flows.split", ["-m", "flows.split"], ROOT, False))
+            for name, args_, cwd, stamped in cases:
+                envs = {"alone (own temporary server)": base, "shared API (PREFECT_API_URL)": shared}
+                if args.vs and stamped:
+                    envs[f"shared API, code of {args.vs}"] = {**shared, "PYTHONPATH": str(args.vs.resolve())}
+                for env in envs.values():  # warm the caches and the stores
+                    run_once([sys.executable, *args_], env, tmp / "stamps.json" if stamped else None, cwd)
+                walls = {mode: [] for mode in envs}
+                phases = {mode: {p: [] for p, _, _ in PHASES} for mode in walls}
+                for _ in range(args.repeats):  # interleaved: drift in the machine's load hits every mode alike
+                    for mode, env in envs.items():
+                        wall, stamps = run_once([sys.executable, *args_], env,
+                                                tmp / "stamps.json" if stamped else None, cwd)
+                        walls[mode].append(wall)
+                        if stamped:
+                            for p, a, b in PHASES:
+                                phases[mode][p].append(stamps[b] - stamps[a])
+                print(f"\n{name}: wall seconds per stage process, {args.repeats} runs each")
+                alone = statistics.median(walls["alone (own temporary server)"])
+                for mode, xs in walls.items():
+                    print(f"  {mode:32s} {summary(xs)}  (x{statistics.median(xs) / alone:.2f} of alone)")
+                if stamped:
+                    for mode in walls:
+                        print(f"  where the time goes, {mode} (median s):")
+                        for p, _, _ in PHASES:
+                            print(f"    {p:32s} {statistics.median(phases[mode][p]):6.2f}")
 
 if __name__ == "__main__":
     main()
