@@ -12,14 +12,17 @@ PREFECT_API_URL already names, else one this command starts on a free loopback p
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import NoReturn
 
 from prefect import flow, get_run_logger
 
-from flows.common import PROJECT_ROOT, params_or_exit
+from flows.common import DEBUG_ENV, PROJECT_ROOT, _NoTraceback, params_or_exit
 from orchestration import parallel_repro
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
@@ -27,7 +30,7 @@ from orchestration.stage_reaper import describe, leftover_stages, wait_for_lefto
 from mwpgen.config.files import ParamsError
 from mwpgen.config.profiles import apply_profile, resolve_profile
 from mwpgen.config.schema import Params
-from tracking.runs import PARENT_ENV, client, experiment_id, stage_run
+from tracking.runs import PARENT_ENV, client, experiment_id, stage_run, tracking_uri
 
 
 def threads_env(params: Params) -> dict[str, str]:
@@ -106,6 +109,27 @@ def _prepare_while_the_server_starts() -> None:
     experiment_id(client())
 
 
+USAGE_ERROR = 2  # bad arguments, profile or params: nothing ran
+
+
+def usage_error(message: str) -> NoReturn:
+    print(message if message.startswith("error: ") else f"error: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
+
+
+def check_tracking_server(timeout_s: float = 5.0) -> None:
+    """An MLflow tracking server that does not answer is named now, not after MLflow's retries (minutes)."""
+    uri = tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s):
+            pass
+    except OSError as e:
+        raise RuntimeError(f"the MLflow tracking server {uri} (MLFLOW_TRACKING_URI) does not answer: "
+                           f"{getattr(e, 'reason', e)}") from None
+
+
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__)
     cli.add_argument("targets", nargs="*", help="DVC stages to reproduce (default: all)")
@@ -129,12 +153,19 @@ def main() -> None:
             profile = resolve_profile(args.profile, PROJECT_ROOT / "profiles")
             changed = apply_profile(PROJECT_ROOT / "params.yaml", profile)
         except ParamsError as e:
-            sys.exit(f"error: {e}")
+            usage_error(str(e))
         print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)"))
     # Refuse bad params here, before Prefect starts and long before `dvc repro` (whose matrix would otherwise
-    # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours): exit status 1.
-    params_or_exit(str(PROJECT_ROOT / "params.yaml"))
+    # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours).
     try:
+        params_or_exit(str(PROJECT_ROOT / "params.yaml"))
+    except SystemExit as e:
+        usage_error(str(e.code))
+    if os.environ.get(DEBUG_ENV) != "1":  # a failure is said in one line, below; the stage's own output above it
+        for name in ("prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).addFilter(_NoTraceback())
+    try:
+        check_tracking_server()
         with ThreadPoolExecutor(1) as pool:
             preparing = pool.submit(_prepare_while_the_server_starts)
             with shared_api() as api_url:
@@ -144,6 +175,9 @@ def main() -> None:
                          commit=not args.no_commit, jobs=args.jobs, verbose=args.verbose)
     except RuntimeError as e:  # also PrefectServerError: no server could be started or reached
         sys.exit(f"error: {e}")
+    except KeyboardInterrupt:
+        sys.exit("interrupted: the running stages were stopped as by a Ctrl-C (a training keeps its checkpoint); "
+                 "run the same command again to go on")
 
 
 if __name__ == "__main__":

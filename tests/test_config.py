@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mwpgen.config.files import ParamsError, parse_yaml, read_yaml
 from mwpgen.config.schema import Params, load_params, validate_params
@@ -179,8 +180,10 @@ def test_pipeline_validates_params_before_dvc(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["orchestration.pipeline"])
     with pytest.raises(SystemExit) as e:
         pipeline_cli.main()
-    assert "experiment.datasets.1: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'" in str(e.value.code)
-    assert str(e.value.code).startswith("error: ")  # sys.exit(str): status 1
+    assert e.value.code == 2  # a usage error: nothing ran
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("error: ") == 1
+    assert "experiment.datasets.1: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'" in err
 
 
 def test_a_dataset_subsample_replaces_the_experiment_caps_and_a_model_cap_wins():
@@ -195,3 +198,31 @@ def test_a_dataset_subsample_replaces_the_experiment_caps_and_a_model_cap_wins()
     assert (exp.max_train_of("mawps"), exp.max_test_of("mawps")) == (500, 0)  # not listed: the experiment's caps
     assert registry.max_train(params, "gpt_pre", "math23k") == 3000
     assert registry.max_train(params, "ours", "math23k") == 200  # the model's own cap first
+
+
+def test_pipeline_names_an_mlflow_server_that_does_not_answer_at_once(tmp_path, monkeypatch, capsys):
+    import time
+
+    import orchestration.pipeline as pipeline_cli
+    from orchestration.prefect_api import free_port
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    monkeypatch.setattr(pipeline_cli, "shared_api", lambda: pytest.fail("the Prefect server started"))
+    monkeypatch.setattr("sys.argv", ["orchestration.pipeline"])
+    start = time.time()
+    with pytest.raises(SystemExit) as e:
+        pipeline_cli.main()
+    assert time.time() - start < 10
+    assert "the MLflow tracking server http://127.0.0.1:" in str(e.value.code) and "does not answer" in str(e.value.code)
+
+
+def test_a_params_file_without_a_section_is_refused_naming_it(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text("")
+    with pytest.raises(ParamsError, match=r"params.yaml: missing sections download, translate, .*ablation"):
+        load_params(path)
+    full = yaml.safe_load((ROOT / "params.yaml").read_text())
+    del full["evaluate"]
+    path.write_text(yaml.safe_dump(full))
+    with pytest.raises(ParamsError, match=r"missing section evaluate \("):
+        load_params(path)
