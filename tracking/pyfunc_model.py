@@ -16,8 +16,25 @@ registered, whatever the repository holds later; the third-party packages are pi
 Errors. The scoring server turns an MlflowException into its error code's HTTP status with the message as JSON,
 and any other exception into a 400 that carries the traceback. So `predict` turns a bad request into
 INVALID_PARAMETER_VALUE (400, one line naming the request and the field) and an unexpected failure into
-INTERNAL_ERROR (500, one line, no traceback). Requests are answered one at a time (a lock): the server runs them
-in threads, and seeded sampling shares torch's global generator.
+INTERNAL_ERROR (500, one line, no traceback). The server prefixes the message of every MlflowException from
+predict with a dump of the input DataFrame; OneLineError (its public `serialize_as_json`) answers with the one line.
+The model declares no input schema (its signature has outputs only): with one, MLflow drops an unknown column
+unseen (`"verfy": 8` answered as if verify were not given) and answers a missing or mistyped field with a dump of
+the input and the schema before `predict` runs. mwpgen.generate.request checks every field instead, by name.
+
+Load. The server runs each call in a thread and gives up on it after MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
+(60 s by default) with a 504, but the thread runs on. So:
+* at most MAX_CALLS_IN_FLIGHT calls are admitted (one generating, the others waiting for it); one more gets an
+  immediate 503 (TEMPORARILY_UNAVAILABLE) saying to retry, rather than a 504 a minute later;
+* every admitted call has a deadline, DEADLINE_MARGIN_S before the server's timeout: a call still waiting then
+  gets a 503, and generation past it stops (decoding at the next token, the rest between steps and rows) with a
+  504 (DEADLINE_EXCEEDED), so no abandoned call keeps the model busy;
+* a call asks for at most MAX_CANDIDATES_PER_CALL candidates (the sum over its rows of max(n, verify)), so that
+  one call fits the timeout: README measured 10 s for verify 8 and 20 s for verify 32, loading included, with
+  the default ours on a 2-core CPU, about 0.4 s a candidate, so 64 take about 25 s of the 60. The request's own
+  maxima (n <= 20, verify <= 64, MAX_ROWS rows) still hold; the budget binds their sum. A longer timeout does not
+  raise the budget: it is about one call, not a queue.
+Requests are answered one at a time (a lock): seeded sampling shares torch's global generator.
 
 No Prefect here: a serving process imports this module to unpickle the model (flows/register.py wraps
 `log_ours_model` as a task).
@@ -25,9 +42,11 @@ No Prefect here: a serving process imports this module to unpickle the model (fl
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
+import time
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -35,28 +54,24 @@ from typing import Iterator
 
 import mlflow
 import pandas as pd
+from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
 from mlflow.exceptions import MlflowException
 from mlflow.models import Model, ModelSignature
-from mlflow.protos.databricks_pb2 import INTERNAL_ERROR, INVALID_PARAMETER_VALUE
+from mlflow.protos.databricks_pb2 import (DEADLINE_EXCEEDED, INTERNAL_ERROR, INVALID_PARAMETER_VALUE,
+                                          TEMPORARILY_UNAVAILABLE)
 from mlflow.pyfunc import PythonModel
 from mlflow.types.schema import ColSpec, Map, Schema
 
 from mwpgen.generate.cli import MLFLOW_MODEL_NAME
-from mwpgen.generate.request import MAX_N, RequestError, parse_request
+from mwpgen.generate.request import FIELDS, MAX_N, MAX_VERIFY, RequestError, parse_request
 from mwpgen.paths import PROJECT_ROOT
 from tracking.runs import client, experiment_id, tracking_uri
 
-MAX_ROWS = 32  # requests per call: a bigger batch would outlive the server's request timeout (60 s by default)
+MAX_ROWS = 32  # requests per call
+MAX_CANDIDATES_PER_CALL = 64  # sum over a call's rows of max(n, verify): one call fits the timeout (see above)
+MAX_CALLS_IN_FLIGHT = 4  # admitted calls (one generating, the rest waiting); below the server's 5+ threads
+DEADLINE_MARGIN_S = 2.0  # answer before the server's own 504, which would name nothing
 DEVICE_ENV = "MWPGEN_DEVICE"  # auto (default) | cpu | cuda, for the serving process
-
-# The optional numbers are doubles (whole numbers are checked by mwpgen.generate.request): rows of one call may
-# each leave out different ones, and pandas holds a missing cell as NaN, which an integer column refuses.
-INPUT_SCHEMA = Schema([
-    ColSpec("string", "equation"), ColSpec("string", "context"),
-    *(ColSpec("double", name, required=False) for name in ("n", "seed", "verify", "num_beams", "max_new_tokens")),
-    ColSpec("string", "numbers", required=False), ColSpec("string", "decoding", required=False),
-    ColSpec("double", "top_p", required=False), ColSpec("double", "temperature", required=False),
-])
 OUTPUT_SCHEMA = Schema([
     ColSpec("long", "request"), ColSpec("long", "rank"), ColSpec("string", "equation"), ColSpec("string", "given"),
     ColSpec("string", "context"), ColSpec("string", "text"), ColSpec("string", "masked_text"),
@@ -64,13 +79,30 @@ OUTPUT_SCHEMA = Schema([
     ColSpec("string", "answer", required=False), ColSpec(Map("string"), "numbers"),
     ColSpec("double", "log_likelihood"),
 ])
-SIGNATURE = ModelSignature(inputs=INPUT_SCHEMA, outputs=OUTPUT_SCHEMA)
+SIGNATURE = ModelSignature(inputs=None, outputs=OUTPUT_SCHEMA)  # no input schema: see "Errors" above
 INPUT_EXAMPLE = {"equation": ["x = num1 + num2"], "context": ["apples basket"], "n": [1], "seed": [0],
                  "numbers": ["auto"]}
 
 
+class OneLineError(MlflowException):
+    """An error answered with its own one-line message: the scoring server rewrites `message` of an exception from
+    predict to "Failed to predict data '<the whole DataFrame>'. Error: ..." before serializing it."""
+
+    def __init__(self, message: str, error_code: int):
+        super().__init__(" ".join(message.split()), error_code=error_code)
+        self.one_line = self.message
+
+    def serialize_as_json(self) -> str:
+        return json.dumps(json.loads(super().serialize_as_json()) | {"message": self.one_line})
+
+
 def _bad(message: str) -> MlflowException:
-    return MlflowException(" ".join(message.split()), error_code=INVALID_PARAMETER_VALUE)
+    return OneLineError(message, INVALID_PARAMETER_VALUE)
+
+
+def request_timeout_s() -> float:
+    """The scoring server's own timeout for a call (mlflow models serve reads the same variable)."""
+    return float(MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.get())
 
 
 def _rows(model_input) -> list[dict]:
@@ -88,7 +120,22 @@ def _rows(model_input) -> list[dict]:
         records = model_input
     else:
         raise _bad(f"expected request rows with an equation and a context, got {type(model_input).__name__}")
+    _refuse_nan_columns(model_input, records)
     return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()} for r in records]
+
+
+def _refuse_nan_columns(model_input, records: list[dict]) -> None:
+    """pandas writes NaN for a cell a row leaves out, so a NaN cell reads as a missing field. A JSON column that is
+    NaN in EVERY row was sent as NaN (a key no row has makes no column, a null is None): refused, as the command
+    line refuses --top-p nan. A NaN beside real values in other rows cannot be told from a missing cell: it takes
+    the default."""
+    if not hasattr(model_input, "to_dict") or not records:
+        return
+    for name in (str(c) for c in model_input.columns):
+        cells = [r.get(name) for r in records]
+        if all(isinstance(v, float) and math.isnan(v) for v in cells):
+            raise _bad(f"request 0: {name}: expected a finite number, got NaN (a CSV column empty in every row "
+                       "reads as NaN too: leave such a column out)")
 
 
 class OursModel(PythonModel):
@@ -98,11 +145,22 @@ class OursModel(PythonModel):
         from mwpgen.generate.service import Service
 
         self.service = Service.load(context.artifacts["bundle"], os.environ.get(DEVICE_ENV, "auto"))
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # one generation at a time
+        self.admitted = threading.BoundedSemaphore(MAX_CALLS_IN_FLIGHT)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        """Problems for the requests; the DataFrame hint only tells MLflow not to infer a schema from hints (the
-        logged signature has it)."""
+        """Problems for the requests; the DataFrame hint only tells MLflow not to infer a schema from hints."""
+        deadline = time.monotonic() + request_timeout_s() - DEADLINE_MARGIN_S
+        requests = self.checked_requests(model_input)
+        if not self.admitted.acquire(blocking=False):
+            raise OneLineError(f"busy: {MAX_CALLS_IN_FLIGHT} calls are already in progress or waiting; retry "
+                               "shortly", TEMPORARILY_UNAVAILABLE)
+        try:
+            return self.answer(requests, deadline)
+        finally:
+            self.admitted.release()
+
+    def checked_requests(self, model_input) -> list:
         rows = _rows(model_input)
         if not rows:
             raise _bad('no requests: send {"dataframe_records": [{"equation": "x = 12 - 5", "context": "apples"}]}')
@@ -114,12 +172,28 @@ class OursModel(PythonModel):
                 requests.append(self.service.check(parse_request(row)))
             except RequestError as e:
                 raise _bad(f"request {i}: {e}") from None
+        asked = sum(r.candidates for r in requests)
+        if asked > MAX_CANDIDATES_PER_CALL:
+            raise _bad(f"the call asks for {asked} candidates (max(n, verify) summed over its requests; limit "
+                       f"{MAX_CANDIDATES_PER_CALL} a call, to answer within the server's "
+                       f"{request_timeout_s():.0f} s timeout); split it")
+        return requests
+
+    def answer(self, requests: list, deadline: float) -> pd.DataFrame:
+        from mwpgen.generate.service import DeadlineExceeded
+
+        if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            raise OneLineError("busy: the calls ahead of this one did not finish before its deadline; retry "
+                               "shortly", TEMPORARILY_UNAVAILABLE)
         try:
-            with self.lock:
-                problems = [p for i, r in enumerate(requests) for p in self.service.answer(r, i)]
+            problems = [p for i, r in enumerate(requests) for p in self.service.answer(r, i, deadline)]
+        except DeadlineExceeded as e:  # the server has given up on this call: stop working on it
+            raise OneLineError(f"not done within the server's {request_timeout_s():.0f} s request timeout ({e}); "
+                               "ask for fewer candidates (n, verify) or requests a call", DEADLINE_EXCEEDED) from None
         except Exception as e:  # a bug, not the caller's fault: one line, no traceback in the answer
-            raise MlflowException(f"generation failed: {type(e).__name__}: {' '.join(str(e).split())}",
-                                  error_code=INTERNAL_ERROR) from None
+            raise OneLineError(f"generation failed: {type(e).__name__}: {e}", INTERNAL_ERROR) from None
+        finally:
+            self.lock.release()
         return pd.DataFrame([p.record() for p in problems], columns=OUTPUT_SCHEMA.input_names())
 
 
@@ -175,8 +249,10 @@ def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name
                      code_paths=[str(PROJECT_ROOT / "mwpgen"), str(PROJECT_ROOT / "tracking")],
                      signature=SIGNATURE, input_example=pd.DataFrame(INPUT_EXAMPLE),
                      pip_requirements=requirements(),
-                     metadata={"dataset": dataset, "fold": fold, "max_problems_per_request": MAX_N,
-                               "max_requests_per_call": MAX_ROWS})
+                     metadata={"dataset": dataset, "fold": fold, "request_fields": list(FIELDS),
+                               "max_problems_per_request": MAX_N, "max_verify_per_request": MAX_VERIFY,
+                               "max_requests_per_call": MAX_ROWS, "max_candidates_per_call": MAX_CANDIDATES_PER_CALL,
+                               "max_calls_in_flight": MAX_CALLS_IN_FLIGHT})
     v = str(info.registered_model_version)
     for key, value in {"dataset": dataset, "fold": str(fold), "run_id": run_id, "bundle": str(bundle_dir)}.items():
         c.set_model_version_tag(name, v, key, value)

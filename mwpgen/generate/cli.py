@@ -5,8 +5,16 @@
     mwpgen generate --input requests.csv --format csv > problems.csv
 
 Requests are read and checked by mwpgen.generate.request and answered by mwpgen.generate.service. Bad input (an
-equation, a context, an option or a request file) is reported in one line on stderr with exit code 2, a missing or broken model with
-exit code 1; a traceback only with MWPGEN_DEBUG=1.
+equation, a context, an option or a request file) is reported in one line on stderr with exit code 2, a missing or
+broken model with exit code 1; a traceback only with MWPGEN_DEBUG=1.
+
+Batches keep what they did. Each request's problems are written (and flushed) as soon as they are ready, so a
+failure or Ctrl-C loses at most the request in progress: a failure names its request (file and line) and how many
+were written, Ctrl-C says "interrupted after k of n requests" and exits 130. With `--output FILE` each request is
+appended and synced, and FILE.partial (the progress marker: how many requests and bytes are complete, and a
+fingerprint of the requests and options) is replaced atomically after it; `--resume` cuts FILE back to the last
+complete request and continues with the next one. The marker is removed when the run finishes.
+A request whose samples repeat each other gets fewer distinct problems than its n: said on stderr (exit 0).
 
 `--model` is a bundle folder, an MLflow model folder, an MLflow run id (the run that trained and logged it),
 `runs:/RUN/mwpgen-ours` or `models:/mwpgen-ours/VERSION` (also `@alias`). This library never imports mlflow: an
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import csv
+import hashlib
 import io
 import json
 import os
@@ -27,16 +36,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import IO, Sequence
 
+from mwpgen.generate.request import DECODINGS, NUMBER_MODES, Request, RequestError, parse_request, read_request_file
 from mwpgen.paths import PROJECT_ROOT
-from mwpgen.generate.request import DECODINGS, NUMBER_MODES, RequestError, parse_request, read_request_file
 
 MLFLOW_MODEL_NAME = "mwpgen-ours"  # the registered name and the logged model's name (tracking/pyfunc_model.py)
 DEBUG_ENV = "MWPGEN_DEBUG"
-EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+PARTIAL_SUFFIX = ".partial"  # FILE.partial: the progress marker of an unfinished --output FILE
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
 CSV_COLUMNS = ("request", "rank", "given", "equation", "context", "text", "verified", "parsed_equation", "answer",
                "numbers", "log_likelihood", "masked_text")
@@ -51,7 +63,11 @@ request files: CSV with a header row, or JSONL with one object per line; the fie
 optionally, any of n, seed, numbers, verify, decoding, top_p, temperature, num_beams, max_new_tokens (the options
 given on the command line are the defaults of every request).
 
-exit codes: 0 done, 1 the model could not be loaded or generation failed, 2 bad input (the message names it)."""
+output: problems are written request by request as they are ready; with --output FILE an interrupted or failed
+run continues with --resume (FILE.partial marks an unfinished FILE).
+
+exit codes: 0 done (a request whose samples repeat each other gets fewer problems than its n, said on stderr),
+1 the model could not be loaded or generation failed, 2 bad input (the message names it), 130 interrupted."""
 
 
 class CliError(Exception):
@@ -82,25 +98,31 @@ def build_parser() -> argparse.ArgumentParser:
                       "apples basket")
     what.add_argument("--input", "-i", type=Path, metavar="FILE", help="many requests: a .csv or .jsonl file")
     how = g.add_argument_group("how")
-    how.add_argument("-n", type=int, help="problems per request (default 1)")
-    how.add_argument("--seed", type=int, help="seed of sampling and of --numbers auto (default 0)")
+    # Numbers are read as text by mwpgen.generate.request, as request files and the server are: one check, one
+    # message naming the field (int() of a 5,000-digit --seed would raise, and argparse would echo every digit).
+    how.add_argument("-n", help="problems per request (default 1)")
+    how.add_argument("--seed", help="seed of sampling and of --numbers auto (default 0)")
     how.add_argument("--numbers", choices=NUMBER_MODES, help="auto: draw small integers for num1, num2, ... such "
                      "that x is a positive whole number, and print the answer (default given)")
-    how.add_argument("--verify", type=int, metavar="K", help="sample K candidates (up to 32 pays here), keep those the "
+    how.add_argument("--verify", metavar="K", help="sample K candidates (up to 32 pays here), keep those the "
                      "judge accepts (the co-trained mwp2eq reads back the equation, and the problem uses each number "
                      "once, asks a question and has a word for each operation), the most firmly read first "
                      "(default 0: no check)")
     how.add_argument("--decoding", choices=DECODINGS, help="default top_p")
-    how.add_argument("--top-p", type=float, dest="top_p", help="nucleus mass (default 0.9)")
-    how.add_argument("--temperature", type=float, help="default 1.0")
-    how.add_argument("--num-beams", type=int, dest="num_beams", help="beams for --decoding beam (default 4)")
-    how.add_argument("--max-new-tokens", type=int, dest="max_new_tokens", help="default 80")
+    how.add_argument("--top-p", dest="top_p", help="nucleus mass (default 0.9)")
+    how.add_argument("--temperature", help="default 1.0")
+    how.add_argument("--num-beams", dest="num_beams", help="beams for --decoding beam (default 4)")
+    how.add_argument("--max-new-tokens", dest="max_new_tokens", help="default 80")
     where = g.add_argument_group("model and output")
     where.add_argument("--model", "-m", help="bundle folder, MLflow model folder, MLflow run id, runs:/RUN/"
                        f"{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (default: the default run's "
                        "trained ours, models/ours/<first dataset>/fold<first fold>)")
     where.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     where.add_argument("--format", "-f", default="text", choices=("text", "json", "csv"), help="default text")
+    where.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE (default: stdout); each "
+                       f"request is appended as it finishes and FILE{PARTIAL_SUFFIX} marks the run unfinished")
+    where.add_argument("--resume", action="store_true", help="continue the unfinished run that wrote --output FILE "
+                       "(the same requests and options), skipping the requests it completed")
     return cli
 
 
@@ -109,7 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
 OPTION_FIELDS = ("n", "seed", "numbers", "verify", "decoding", "top_p", "temperature", "num_beams", "max_new_tokens")
 
 
-def read_requests(args: argparse.Namespace) -> list:
+@dataclass(frozen=True)
+class Numbered:
+    """A checked request and where it came from, for messages (`requests.csv line 3`; empty for --equation)."""
+    where: str
+    request: Request
+
+
+def read_requests(args: argparse.Namespace) -> list[Numbered]:
     """Every request checked before the model loads, so a bad row costs nothing; errors name file and line."""
     defaults = {k: getattr(args, k) for k in OPTION_FIELDS if getattr(args, k) is not None}
     if args.input is not None:
@@ -118,14 +147,18 @@ def read_requests(args: argparse.Namespace) -> list:
         requests = []
         for where, record in read_request_file(args.input):
             try:
-                requests.append(parse_request(record, defaults))
+                requests.append(Numbered(where, parse_request(record, defaults)))
             except RequestError as e:
                 raise CliError(f"{where}: {e}", EXIT_BAD_INPUT) from None
         return requests
     if args.equation is None:
         raise CliError("give --equation (and --context), or --input FILE", EXIT_BAD_INPUT)
     context = " ".join(args.context) if args.context is not None else None
-    return [parse_request({"equation": args.equation, "context": context}, defaults)]
+    return [Numbered("", parse_request({"equation": args.equation, "context": context}, defaults))]
+
+
+def named(item: Numbered, message: str) -> str:
+    return f"{item.where}: {message}" if item.where else message
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -219,67 +252,268 @@ def resolve_model(spec: str | None) -> Path:
 # ---------------------------------------------------------------------------------------------- output
 
 def _verified(p) -> str:
-    if p.verified is None:
-        return "not checked (no co-trained mwp2eq in this model)"
     return (f"{'yes' if p.verified else 'NO'} (judge: the co-trained mwp2eq reads {p.parsed_equation!r}; numbers "
             "and question checked)")
 
 
-def format_text(problems: Sequence) -> str:
-    out = []
-    for p in problems:
-        numbers = ", ".join(f"{k} = {v}" for k, v in p.numbers.items())
-        out.append(f"[request {p.request + 1}, problem {p.rank}] {p.given}  | context: {p.context}\n"
-                   f"{p.text}\n"
-                   f"  verified: {_verified(p)}\n"
-                   f"  answer: {'x = ' + p.answer if p.answer is not None else 'unknown until num tokens have values'}"
-                   f"{'  (' + numbers + ')' if numbers else ''}  | log-likelihood per token: {p.log_likelihood:.3f}")
-    return "\n\n".join(out) + "\n"
+def _text_problem(p) -> str:
+    numbers = ", ".join(f"{k} = {v}" for k, v in p.numbers.items())
+    verdict = f"  verified: {_verified(p)}\n" if p.verified is not None else ""  # verify 0: no check, no verdict
+    return (f"[request {p.request + 1}, problem {p.rank}] {p.given}  | context: {p.context}\n"
+            f"{p.text}\n"
+            f"{verdict}"
+            f"  answer: {'x = ' + p.answer if p.answer is not None else 'unknown until num tokens have values'}"
+            f"{'  (' + numbers + ')' if numbers else ''}  | log-likelihood per token: {p.log_likelihood:.3f}")
 
 
-def format_csv(problems: Sequence) -> str:
+def _csv_rows(problems: Sequence) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
     for p in problems:
         writer.writerow(p.record() | {"numbers": " ".join(f"{k}={v}" for k, v in p.numbers.items())})
     return buf.getvalue()
 
 
-def format_json(problems: Sequence) -> str:
-    return json.dumps([p.record() for p in problems], indent=2, ensure_ascii=False) + "\n"
+class Format:
+    """One output format written request by request: `start`, a `block` per request (`first`: no problem was
+    written before it), then `end`; the pieces join into what one write of all the problems would be."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def start(self) -> str:
+        return {"text": "", "json": "[\n", "csv": ",".join(CSV_COLUMNS) + "\n"}[self.name]
+
+    def block(self, problems: Sequence, first: bool) -> str:
+        if not problems:
+            return ""
+        if self.name == "csv":
+            return _csv_rows(problems)
+        if self.name == "json":
+            items = [textwrap.indent(json.dumps(p.record(), indent=2, ensure_ascii=False), "  ") for p in problems]
+            return ("" if first else ",\n") + ",\n".join(items)
+        return ("" if first else "\n") + "\n\n".join(_text_problem(p) for p in problems) + "\n"
+
+    def end(self, any_written: bool) -> str:
+        return ("\n]\n" if any_written else "]\n") if self.name == "json" else ""
+
+
+# ---------------------------------------------------------------------------------------------- where it goes
+
+class Sink:
+    """stdout: each request's problems flushed as soon as they are ready."""
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self.done = 0  # requests complete
+        self.any_written = False
+
+    def start(self, text: str) -> None:
+        self.write(text)
+
+    def request_done(self, text: str, n_problems: int) -> None:
+        self.write(text)
+        self.done += 1
+        self.any_written |= n_problems > 0
+
+    def finish(self, text: str) -> None:
+        self.write(text)
+
+    def write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def written(self) -> str:
+        return "written above"
+
+    def close(self) -> None:
+        pass
+
+
+class FileSink(Sink):
+    """--output FILE: appended and synced per request; FILE.partial (replaced atomically) says how far it got."""
+
+    def __init__(self, path: Path, fingerprint: str, total: int):
+        super().__init__(open(path, "a", encoding="utf-8", newline=""))
+        self.path, self.marker, self.fingerprint, self.total = path, partial_marker(path), fingerprint, total
+
+    @classmethod
+    def fresh(cls, path: Path, fingerprint: str, total: int) -> "FileSink":
+        path.write_text("", encoding="utf-8")
+        return cls(path, fingerprint, total)
+
+    @classmethod
+    def resumed(cls, path: Path, fingerprint: str, total: int, state: dict) -> "FileSink":
+        with open(path, "r+b") as f:  # drop a request cut off half-written: only the marked bytes are complete
+            f.truncate(state["bytes"])
+        sink = cls(path, fingerprint, total)
+        sink.done, sink.any_written = state["done"], bool(state.get("any_written"))
+        return sink
+
+    def start(self, text: str) -> None:
+        self.write(text)
+        self.save_marker()
+
+    def request_done(self, text: str, n_problems: int) -> None:
+        super().request_done(text, n_problems)
+        self.save_marker()
+
+    def finish(self, text: str) -> None:
+        self.write(text)
+        self.stream.close()
+        self.marker.unlink(missing_ok=True)
+
+    def write(self, text: str) -> None:
+        super().write(text)
+        os.fsync(self.stream.fileno())  # the marker must never count bytes that a crash could still lose
+
+    def save_marker(self) -> None:
+        state = {"fingerprint": self.fingerprint, "requests": self.total, "done": self.done,
+                 "bytes": self.stream.tell(), "any_written": self.any_written}
+        tmp = self.marker.with_name(self.marker.name + ".tmp")
+        tmp.write_text(json.dumps(state) + "\n", encoding="utf-8")
+        os.replace(tmp, self.marker)  # atomic: a reader sees the old marker or the new one, never half of one
+
+    def written(self) -> str:
+        return f"written to {self.path}; continue with --resume"
+
+    def close(self) -> None:
+        if not self.stream.closed:
+            self.stream.close()
+
+
+def partial_marker(path: Path) -> Path:
+    return path.with_name(path.name + PARTIAL_SUFFIX)
+
+
+def run_fingerprint(args: argparse.Namespace, requests: Sequence[Numbered]) -> str:
+    """What a resumed run must share with the run it continues: the checked requests, the model and the format."""
+    described = [args.model, args.format, *(repr(item.request) for item in requests)]
+    return hashlib.sha256("\n".join(map(str, described)).encode()).hexdigest()
+
+
+def open_sink(args: argparse.Namespace, requests: Sequence[Numbered]) -> Sink | None:
+    """Where the problems go; None when --resume finds the run already finished. Checked before the model loads."""
+    if args.output is None:
+        if args.resume:
+            raise CliError("--resume needs --output FILE (the file the stopped run wrote)", EXIT_BAD_INPUT)
+        return Sink(sys.stdout)
+    path, fingerprint = args.output, run_fingerprint(args, requests)
+    if path.is_dir():
+        raise CliError(f"--output {path} is a directory; give a file", EXIT_BAD_INPUT)
+    marker = partial_marker(path)
+    if not args.resume:
+        if marker.exists():
+            raise CliError(f"--output {path} holds an unfinished run ({marker.name}); continue it with --resume, or "
+                           "remove both files to start again", EXIT_BAD_INPUT)
+        return FileSink.fresh(path, fingerprint, len(requests))
+    if not marker.exists():
+        if path.exists():
+            print(f"mwpgen: nothing to resume: {path} has no {marker.name}, so the run that wrote it finished",
+                  file=sys.stderr)
+            return None
+        return FileSink.fresh(path, fingerprint, len(requests))
+    state = read_marker(marker)
+    if state.get("fingerprint") != fingerprint:
+        raise CliError(f"--resume: {path} was started with other requests, options, model or format; resume with "
+                       "the same ones, or remove it and its marker to start again", EXIT_BAD_INPUT)
+    if not path.exists() or path.stat().st_size < state["bytes"]:
+        raise CliError(f"--resume: {path} is shorter than {marker.name} says it was; remove both to start again",
+                       EXIT_BAD_INPUT)
+    return FileSink.resumed(path, fingerprint, len(requests), state)
+
+
+def read_marker(marker: Path) -> dict:
+    try:
+        state = json.loads(marker.read_text(encoding="utf-8"))
+        if not isinstance(state, dict) or not all(isinstance(state.get(k), int) for k in ("done", "bytes")):
+            raise ValueError("no counts")
+        return state
+    except (OSError, ValueError) as e:
+        raise CliError(f"--resume: {marker} is unreadable ({e}); remove it and the output to start again",
+                       EXIT_BAD_INPUT) from None
 
 
 # ---------------------------------------------------------------------------------------------- main
 
-def generate_command(args: argparse.Namespace) -> int:
-    requests = read_requests(args)
-    model = resolve_model(args.model)
+def check_device(device: str) -> None:
+    """--device cuda without a GPU, named as the option (the runtime's own message names params.yaml's key)."""
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise CliError("--device cuda: no CUDA device is visible here; use --device auto or cpu", EXIT_BAD_INPUT)
+
+
+def load_service(model: Path, device: str):
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from tqdm import tqdm
     from transformers.utils import logging as hf_logging
 
     from mwpgen.generate.service import Service
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars: the model is small, the output is the point
-
     try:
-        service = Service.load(model, args.device)
+        return Service.load(model, device)
     except FileNotFoundError as e:  # a folder that holds no ours: a wrong --model (the default was checked)
         raise CliError(f"--model: {' '.join(str(e).split())}", EXIT_BAD_INPUT) from None
     except (OSError, ValueError, RuntimeError) as e:
         raise CliError(f"could not load the model at {model}: {' '.join(str(e).split())}", EXIT_FAILED) from None
-    for i, request in enumerate(requests):
+
+
+def generate_command(args: argparse.Namespace) -> int:
+    requests = read_requests(args)
+    check_device(args.device)
+    sink = open_sink(args, requests)
+    if sink is None:
+        return 0
+    try:
+        return write_problems(args, requests, sink)
+    except KeyboardInterrupt:
+        print(f"mwpgen: interrupted after {sink.done} of {len(requests)} requests "
+              f"({sink.written() if sink.done else 'none written'})", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        sink.close()
+
+
+def write_problems(args: argparse.Namespace, requests: Sequence[Numbered], sink: Sink) -> int:
+    from tqdm import tqdm
+
+    service = load_service(resolve_model(args.model), args.device)
+    for item in requests:
         try:
-            service.check(request)
+            service.check(item.request)
         except RequestError as e:
-            raise CliError(f"{'' if len(requests) == 1 else f'request {i + 1}: '}{e}", EXIT_BAD_INPUT) from None
-    problems = []
-    for i, request in enumerate(tqdm(requests, desc="generating", unit="request", file=sys.stderr,
-                                     disable=None if len(requests) > 1 else True)):
-        problems += service.answer(request, i)
-    sys.stdout.write({"text": format_text, "json": format_json, "csv": format_csv}[args.format](problems))
+            raise CliError(named(item, str(e)), EXIT_BAD_INPUT) from None
+    form = Format(args.format)
+    if sink.done == 0:
+        sink.start(form.start())
+    todo = list(enumerate(requests))[sink.done:]
+    for i, item in tqdm(todo, desc="generating", unit="request", file=sys.stderr,
+                        disable=None if len(requests) > 1 else True):
+        problems = answer_one(service, item, i, len(requests), sink)
+        sink.request_done(form.block(problems, first=not sink.any_written), len(problems))
+        if len(problems) < item.request.n:
+            print(f"mwpgen: {named(item, f'request {i + 1}')}: asked for {item.request.n}, {len(problems)} distinct "
+                  "(the samples repeated each other; a higher --temperature or more --verify candidates give more)",
+                  file=sys.stderr)
+    sink.finish(form.end(sink.any_written))
     return 0
+
+
+def answer_one(service, item: Numbered, index: int, total: int, sink: Sink) -> list:
+    """The request's problems; a failure names the request and says how much of the batch is kept."""
+    label = item.where or (f"request {index + 1}" if total > 1 else "")
+    try:
+        return service.answer(item.request, index)
+    except RequestError as e:
+        message, code = str(e), EXIT_BAD_INPUT
+    except Exception as e:  # a bug or a broken environment: one line naming the request, the traceback on request
+        if os.environ.get(DEBUG_ENV) == "1":
+            traceback.print_exc()
+        message, code = f"generation failed: {type(e).__name__}: {' '.join(str(e).split())}", EXIT_FAILED
+    kept = f" ({sink.done} of {total} requests {sink.written()})" if total > 1 else ""
+    raise CliError(f"{label + ': ' if label else ''}{message}{kept}", code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -291,8 +525,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = str(e), e.code
     except RequestError as e:
         message, code = str(e), EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # before any request was read
+        print("mwpgen: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as e:  # a bug or a broken environment: still one line, the traceback on request
         if debug:
             traceback.print_exc()

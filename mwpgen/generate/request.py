@@ -13,7 +13,9 @@ Decisions:
   - with numbers, `x = 12 - 5`: EVERY number becomes a token, num1, num2, ... in order of first appearance in the
     equation, equal values sharing one (`5` and `5.0`, as masking does), and is written back into the generated
     text as the user wrote it. No constant is kept in this form: a number you write is one the problem states.
-  An equation has at most MAX_SYMBOLS symbols (the longest in the three datasets has 97).
+  An equation has at most MAX_SYMBOLS symbols (the longest in the three datasets has 97), the one symbol limit
+  every message names (the reader's own, MAX_SYMBOLS of mwpgen.data.equations, is looser). Its value is computed
+  by mwpgen.generate.arithmetic, within a size bound (a power of a power of a power would exhaust memory).
 * Context: keywords as a list or one space-separated string; at least one and at most MAX_CONTEXT_WORDS words.
   NFKC plus accent folding (`café` -> `cafe`); anything still outside printable ASCII is refused by name, as the
   models were trained on English text. A word needs a letter (numbers belong in the equation).
@@ -37,16 +39,19 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from mwpgen.data.equations import MAX_CHARS as MAX_EQUATION_CHARS
 from mwpgen.data.equations import (EquationError, canonical_equation, is_num_token, is_number, is_variable,
                                    normalize_equation, tokenize)
 from mwpgen.data.masking import DEFAULT_CONSTANTS, number_value
 from mwpgen.data.masking import format_number as decimal_string
+from mwpgen.generate import arithmetic
 
 MAX_SYMBOLS = 100
 MAX_CONTEXT_WORDS = 30
 MAX_WORD_CHARS = 40
 MAX_N = 20
 MAX_VERIFY = 64
+MAX_NUMBER_TEXT = 40  # characters of a number field written as text; every field's range is far shorter
 AUTO_RANGE = range(2, 21)  # 1 is a declared constant (the complement), so it is never drawn
 AUTO_TRIES = 1000
 MAX_AUTO_ANSWER = 10**6
@@ -91,32 +96,58 @@ FIELDS = tuple(f for f in Request.__dataclass_fields__ if f not in ("given", "va
 # ---------------------------------------------------------------------------------------------- reading fields
 
 def _missing(value: Any) -> bool:
-    """None, NaN (pandas' empty cell) or a blank string (a CSV's empty cell)."""
+    """None or a blank string (a CSV's empty cell). NaN is NOT missing: a NaN the user gave (`--top-p nan`, a JSON
+    NaN) is refused by the field's check; pandas' NaN for an empty cell is turned into None where a DataFrame is
+    read (tracking/pyfunc_model.py)."""
     if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
         return True
     return isinstance(value, str) and not value.strip()
 
 
 def _number(name: str, value: Any, kind: type, lo: float, hi: float, lo_open: bool = False):
-    """An int or float field from JSON, CSV text or a numpy scalar; bools and fractional counts are refused."""
+    """An int or float field from JSON, CSV or command-line text or a numpy scalar; bools, NaN, infinities,
+    fractional counts and out-of-range values are refused by the field's name, however long the number."""
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()  # numpy scalar (a pandas cell)
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise RequestError(name, f"expected a number, got {_show(value)}")
-    try:
-        number = float(value) if isinstance(value, str) else value
-    except ValueError:
-        raise RequestError(name, f"expected a number, got {_show(value)}") from None
-    if not math.isfinite(number):
+    if isinstance(value, str) and len(value.strip()) > MAX_NUMBER_TEXT:
+        raise RequestError(name, f"a number of {len(value.strip())} characters is out of range "
+                           f"({_range(lo, hi, lo_open)})")
+    number = _text_number(name, value) if isinstance(value, str) else value
+    if isinstance(number, float) and not math.isfinite(number):
         raise RequestError(name, f"expected a finite number, got {_show(value)}")
     if kind is int and number != int(number):
         raise RequestError(name, f"expected a whole number, got {_show(value)}")
-    number = kind(number)
-    if number < lo or number > hi or (lo_open and number == lo):
-        raise RequestError(name, f"{number} is out of range ({'>' if lo_open else '>='} {lo:g} and <= {hi:g})")
-    return number
+    if number < lo or number > hi or (lo_open and number == lo):  # exact for any int, however long
+        raise RequestError(name, f"{_show_number(kind, number)} is out of range ({_range(lo, hi, lo_open)})")
+    return kind(number)
+
+
+def _range(lo: float, hi: float, lo_open: bool) -> str:
+    return f"{'>' if lo_open else '>='} {lo:g} and <= {int(hi) if float(hi).is_integer() else hi}"
+
+
+def _text_number(name: str, text: str) -> int | float:
+    """An int for integer text (`12`, `-3`), else a float (`0.5`, `1e3`, `nan`). The caller refuses a long one by
+    its length first: int() of 5,000 digits raises Python's 4300-digit limit and float() of 400 is infinite."""
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise RequestError(name, f"expected a number, got {_show(text)}") from None
+
+
+def _show_number(kind: type, number: int | float) -> str:
+    """The number as the field holds it (`0.0` for a float field), or its length for a huge int (str() of one
+    over 4300 digits raises, and a message of 400 digits helps nobody)."""
+    if isinstance(number, int) and abs(number) >= 10**MAX_NUMBER_TEXT:
+        return f"a number of about {int(number.bit_length() * 0.30103) + 1} digits"
+    return str(kind(number))
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -127,6 +158,8 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
 
 
 def _show(value: Any) -> str:
+    if isinstance(value, int) and abs(value) >= 10**MAX_NUMBER_TEXT:
+        return _show_number(int, value)
     text = repr(value)
     return text if len(text) <= 60 else text[:60] + f"... ({len(str(value))} characters)"
 
@@ -142,10 +175,15 @@ def read_equation(value: Any) -> tuple[str, dict[str, str]]:
         raise RequestError("equation", "is empty; write one like 'x = num1 - num2' or 'x = 12 - 5'")
     if not isinstance(value, str):
         raise RequestError("equation", f"expected text, got {_show(value)}")
+    if len(value) > MAX_EQUATION_CHARS:
+        raise RequestError("equation", f"has {len(value)} characters (limit {MAX_EQUATION_CHARS}; and at most "
+                           f"{MAX_SYMBOLS} symbols)")
     try:
         symbols = normalize_equation(value)
         unknown = next(s for s in tokenize(value) if is_variable(s))
     except EquationError as e:
+        if e.reason == "too_long" and not e.detail.startswith("number"):  # the reader's own, looser symbol limit
+            raise RequestError("equation", f"has more than {MAX_SYMBOLS} symbols (limit {MAX_SYMBOLS})") from None
         raise RequestError("equation", e.detail) from None
     if unknown.lower() != "x":
         raise RequestError("equation", f"the unknown must be x, got {unknown!r} in {_show(value)}")
@@ -170,11 +208,15 @@ def read_equation(value: Any) -> tuple[str, dict[str, str]]:
                 values[token_of[v]] = s
             s = token_of[v]
         masked.append(s)
-    equation = canonical_equation(" ".join(masked))
-    if evaluate(equation, {k: number_value(v) for k, v in values.items()}) is None:
-        raise RequestError("equation", f"{value.strip()!r} has no value (division by zero, or a power that is not a "
-                           "whole number up to 64)")
-    return equation, values
+    try:
+        arithmetic.value(masked[2:], {k: number_value(v) for k, v in values.items()})
+    except arithmetic.Undefined:
+        raise RequestError("equation", f"{_show(value.strip())} has no value (division by zero, or a power that is "
+                           f"not a whole number up to {arithmetic.MAX_EXPONENT})") from None
+    except arithmetic.TooLarge as e:
+        raise RequestError("equation", f"{_show(value.strip())} is too large to compute: {e} (limit "
+                           f"{arithmetic.MAX_VALUE_DIGITS} digits for every value on the way)") from None
+    return canonical_equation(" ".join(masked)), values
 
 
 def read_context(value: Any) -> tuple[str, ...]:
@@ -257,6 +299,8 @@ def read_request_file(path: str | Path) -> list[tuple[str, dict]]:
     """[(where, record)] from a CSV (a header row with `equation`, `context`, ...) or a JSONL file (one object
     per line); `where` is `file line k` for messages. Raises RequestError for an unreadable file."""
     path = Path(path)
+    if path.is_dir():
+        raise RequestError("input", f"{path} is a directory; give a request file (.csv or .jsonl)")
     kind = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}.get(path.suffix.lower())
     if kind is None:
         raise RequestError("input", f"{path}: unknown request file type {path.suffix!r} (use .csv or .jsonl)")
@@ -311,13 +355,19 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     return record
 
 
+def _bounded_int(digits: str) -> int | str:
+    """json.loads' integer reader: a number too long for any field stays text, which the field's check refuses by
+    name (int() of over 4300 digits raises a ValueError that names nothing)."""
+    return int(digits) if len(digits) <= MAX_NUMBER_TEXT else digits
+
+
 def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path.name} line {i}"
         try:
-            record = json.loads(line, object_pairs_hook=_unique_keys)
+            record = json.loads(line, object_pairs_hook=_unique_keys, parse_int=_bounded_int)
         except json.JSONDecodeError as e:
             raise RequestError("input", f"{where}: not JSON ({e.msg} at column {e.colno})") from None
         except _DuplicateKey as e:
@@ -331,75 +381,11 @@ def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
 
 def evaluate(equation: str, values: Mapping[str, Fraction | int]) -> Fraction | None:
     """x of a masked equation for the token values, exactly; None when undefined (division by zero, a power that
-    is not a whole number up to 64, a token without a value, an unreadable equation)."""
+    is not a whole number up to 64, a token without a value, an unreadable equation) or too large to compute
+    (mwpgen.generate.arithmetic)."""
     try:
-        return _evaluate(normalize_equation(equation)[2:], values)
-    except EquationError:
-        return None
-
-
-def _evaluate(symbols: list[str], values: Mapping[str, Fraction | int]) -> Fraction | None:
-    """x = <symbols> (the right-hand side from normalize_equation) by recursive descent over Fractions."""
-    pos = 0
-
-    class Undefined(Exception):
-        pass
-
-    def peek() -> str | None:
-        return symbols[pos] if pos < len(symbols) else None
-
-    def take() -> str:
-        nonlocal pos
-        pos += 1
-        return symbols[pos - 1]
-
-    # Python's (and sympy's) precedence, as mwpgen.data.equations.equivalent reads equations: -a^b = -(a^b),
-    # a^b^c = a^(b^c).
-    def expr() -> Fraction:
-        v = term()
-        while peek() in ("+", "-"):
-            v = v + term() if take() == "+" else v - term()
-        return v
-
-    def term() -> Fraction:
-        v = unary()
-        while peek() in ("*", "/"):
-            op, r = take(), unary()
-            if op == "/" and r == 0:
-                raise Undefined
-            v = v * r if op == "*" else v / r
-        return v
-
-    def unary() -> Fraction:
-        if peek() in ("+", "-"):
-            return unary() if take() == "+" else -unary()
-        return power()
-
-    def power() -> Fraction:
-        base = primary()
-        if peek() != "^":
-            return base
-        take()
-        exponent = unary()
-        if exponent.denominator != 1 or abs(exponent) > 64 or (base == 0 and exponent < 0):
-            raise Undefined
-        return base ** int(exponent)
-
-    def primary() -> Fraction:
-        s = take()
-        if s == "(":
-            v = expr()
-            take()
-            return v
-        if is_num_token(s):
-            if s not in values:
-                raise Undefined
-            return Fraction(values[s])
-        return number_value(s)
-
-    try:
-        return expr()
-    except (Undefined, IndexError, ValueError, ZeroDivisionError):
+        return arithmetic.value(normalize_equation(equation)[2:], values)
+    except (EquationError, arithmetic.Undefined, arithmetic.TooLarge):
         return None
 
 
@@ -413,8 +399,11 @@ def auto_numbers(equation: str, seed: int) -> dict[str, int]:
     rng = random.Random(seed)
     for _ in range(AUTO_TRIES):
         values = dict(zip(names, rng.sample(AUTO_RANGE, len(names))))
-        x = _evaluate(symbols, values)
-        if x is not None and 0 < x <= MAX_AUTO_ANSWER and x.denominator == 1:
+        try:
+            x = arithmetic.value(symbols, values)
+        except (arithmetic.Undefined, arithmetic.TooLarge):
+            continue
+        if 0 < x <= MAX_AUTO_ANSWER and x.denominator == 1:
             return values
     raise RequestError("numbers", f"no distinct integers {AUTO_RANGE.start}..{AUTO_RANGE.stop - 1} make x in "
                        f"{equation!r} a positive whole number ({AUTO_TRIES} tries); write the numbers into the "

@@ -12,21 +12,28 @@ For a request it
    mwp2eq as its parser: verified when the greedy parse is the input equation symbol for symbol and the problem
    passes a reader's surface checks (every numN of the equation once, no other, a question at the end, and for
    each operator of the equation a word that commonly signals it: mwpgen.judge.OPERATION_CUES);
+   (only with `verify = K`: without it nothing is checked and no verdict is shown);
 4. with `verify = K`, ranks the candidates by the judge: the verified ones first, each group by the parser's
    log-likelihood of the input equation per token (how firmly it reads that equation), and returns the best n
    (unverified ones only when fewer than n passed, and marked so); without it, the n samples in order;
 5. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
    the answer from the input equation.
 The co-trained mwp2eq only chooses what is shown here; the independent evaluator alone scores ACC-eq.
+
+A caller that must answer within a time (the served model: its request timeout) passes a `deadline`
+(time.monotonic()); decoding stops at the first token step past it and DeadlineExceeded is raised between the
+steps above, so work nobody waits for any more is abandoned rather than finished.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from mwpgen.data.masking import number_value
 from mwpgen.generate.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
@@ -36,6 +43,27 @@ from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
 from mwpgen.runtime import resolve_device
+
+
+class DeadlineExceeded(TimeoutError):
+    """The request's deadline passed before its problems were ready; what was computed is dropped."""
+
+
+class _PastDeadline(StoppingCriteria):
+    """Stops decoding at the first step after the deadline (every row at once)."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), time.monotonic() > self.deadline, dtype=torch.bool,
+                          device=input_ids.device)
+
+
+def check_deadline(deadline: float | None, what: str) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise DeadlineExceeded(f"the deadline passed {what}")
+
 
 @dataclass
 class Problem:
@@ -47,7 +75,7 @@ class Problem:
     context: str
     text: str  # numbers filled in (when known) and detokenised
     masked_text: str  # as the generator wrote it
-    verified: bool | None  # the judge accepts it; None: the model has no co-trained mwp2eq, nothing was checked
+    verified: bool | None  # the judge accepts it; None: not checked (verify = 0)
     parsed_equation: str | None  # the co-trained mwp2eq's reading of masked_text
     answer: str | None  # x for the numbers, None while the numbers are num tokens
     numbers: dict[str, str] = field(default_factory=dict)
@@ -105,16 +133,19 @@ class Service:
                                "give fewer or shorter keywords")
         return request
 
-    def answer(self, request: Request, index: int = 0) -> list[Problem]:
+    def answer(self, request: Request, index: int = 0, deadline: float | None = None) -> list[Problem]:
+        """The request's best `n` distinct problems (fewer when the samples repeat each other); `deadline`: see
+        the module's docstring."""
         self.check(request)
-        texts, scores = self._candidates(request)
+        texts, scores = self._candidates(request, deadline)
         parsed: list[str | None] = [None] * len(texts)
         verified: list[bool | None] = [None] * len(texts)
-        if self.can_verify:
-            parsed = self.parse(texts)
-            verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
         order = list(range(len(texts)))
         if request.verify:
+            check_deadline(deadline, "before the judge read the candidates")
+            parsed = self.parse(texts)
+            verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
+            check_deadline(deadline, "before the candidates were ranked")
             firmness = self.equation_firmness(texts, request.equation)
             order.sort(key=lambda i: (not verified[i], -firmness[i]))
         values: dict[str, str] = dict(request.values)
@@ -146,9 +177,9 @@ class Service:
         return prompt_embeddings(self.generator.get_input_embeddings(), enc, self.settings["context_tokens"])
 
     @torch.no_grad()
-    def samples(self, request: Request, prompt: torch.Tensor) -> list[str]:
+    def samples(self, request: Request, prompt: torch.Tensor, deadline: float | None = None) -> list[str]:
         """Every decoded text in sampling order, repeats included (`request.candidates` of them for top_p), from the
-        request's `prompt` (Service.prompt)."""
+        request's `prompt` (Service.prompt); DeadlineExceeded when decoding stopped at the deadline."""
         tok = self.tokenizer
         config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
                                     request.max_new_tokens)
@@ -156,17 +187,20 @@ class Service:
             config.num_return_sequences = request.candidates
         torch.manual_seed(request.seed)
         out = self.generator.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(
-            1, prompt.shape[0], dtype=torch.long, device=self.device), generation_config=config)
+            1, prompt.shape[0], dtype=torch.long, device=self.device), generation_config=config,
+            stopping_criteria=StoppingCriteriaList([_PastDeadline(deadline)]) if deadline is not None else None)
+        check_deadline(deadline, "while the candidates were decoded")
         return [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
 
-    def _candidates(self, request: Request) -> tuple[list[str], list[float]]:
+    def _candidates(self, request: Request, deadline: float | None = None) -> tuple[list[str], list[float]]:
         """Distinct decoded texts (first occurrence kept) and their mean token log-likelihoods."""
         prompt = self.prompt(request)
-        texts = list(dict.fromkeys(self.samples(request, prompt)))
-        return texts, self.mean_log_likelihood(prompt, texts)
+        texts = list(dict.fromkeys(self.samples(request, prompt, deadline)))
+        return texts, self.mean_log_likelihood(prompt, texts, deadline=deadline)
 
     @torch.no_grad()
-    def mean_log_likelihood(self, prompt: torch.Tensor, texts: Sequence[str], chunk: int = 8) -> list[float]:
+    def mean_log_likelihood(self, prompt: torch.Tensor, texts: Sequence[str], chunk: int = 8,
+                            deadline: float | None = None) -> list[float]:
         """log p(text EOS | prompt) / its token count, teacher-forced as training encodes targets (prompts.py);
         `prompt`: the prompt's input embeddings [P, D]. `chunk` rows per forward pass: K = 64 candidates' logits
         at once would take gigabytes."""
@@ -175,6 +209,7 @@ class Service:
         targets = [list(tok(" " + t, add_special_tokens=False)["input_ids"]) + [tok.eos_token_id] for t in texts]
         n_prompt, out = prompt.shape[0], []
         for start in range(0, len(targets), chunk):
+            check_deadline(deadline, "while the candidates were scored")
             rows = targets[start : start + chunk]
             ids = [torch.tensor(t, dtype=torch.long, device=self.device) for t in rows]
             embeds, mask = pad_rows([torch.cat([prompt, emb(t)]) for t in ids])
