@@ -39,7 +39,7 @@ def threads_env(params: Params) -> dict[str, str]:
         return {}
     # Short stages sharing 2 cores with the METEOR JVM, DVC and the Prefect server: torch's OpenMP threads sleep
     # instead of spinning while they wait (a parse beside the JVM's start 3.3 s against 7.8 s; but a long
-    # training's step 6 % slower, so not for real runs: bench/bench_omp_wait.py). A value already set stands.
+    # training's step 6 % slower, so not for real runs: benchmarks/bench_omp_wait.py). A value already set stands.
     return {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
@@ -48,7 +48,7 @@ def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
     return {**os.environ, **api_env(), PARENT_ENV: parent_run_id, **threads_env(params)}
 
 
-SMOKE_JOBS = 2  # a smoke run's stages side by side on two cores: docs/stage_overhead.md
+SMOKE_JOBS = 2  # a smoke run's stages side by side on two cores: studies/stage_overhead
 
 
 def stage_jobs(params: Params, jobs: int | None) -> int:
