@@ -19,10 +19,10 @@ from mwpgen import paper, registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.blind_labels import LABELLED_FOLD, measurement_paths
-from mwpgen.evaluation.report import (BASELINE, FULL_MODEL, REFERENCE_METRICS, SMOKE_BANNER, ablation_runs,
-                                      ablation_summary, deltas_vs_gpt_pre, judge_summary, mark_subsamples,
-                                      observed_subsample, reported_datasets, seed_summary, selection_summary, summary,
-                                      table2, table3, table4, table5)
+from mwpgen.evaluation.statistics import (BASELINE, FULL_MODEL, REFERENCE_METRICS, ablation_runs, ablation_summary,
+                                          deltas_vs_gpt_pre, judge_summary, observed_subsample, reported_datasets,
+                                          selection_summary, summary)
+from mwpgen.evaluation.tables import SMOKE_BANNER, mark_subsamples, table2, table3, table4, table5
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tracking.runs import stage_run
@@ -30,10 +30,6 @@ from tracking.runs import stage_run
 REPORTS = PROJECT_ROOT / "reports"
 # The judge's precision and recall against blind readings (stage measure_judge; the labels are of one fold)
 JUDGE_MEASURED = measurement_paths(PROJECT_ROOT, *LABELLED_FOLD)[0]
-# The selector's seed checks (python -m flows.sweep_selector --grid seeds; on the H200: python -m mwpgen.selector_sweep)
-SEED_SWEEPS = {"cpu_40_steps": PROJECT_ROOT / "docs" / "selector_sweep_seeds.json",
-               "h200_40_steps": PROJECT_ROOT / "docs" / "gpu" / "selector-seeds" / "sweep_seeds_h200.json",
-               "h200_whole_phase1": PROJECT_ROOT / "docs" / "gpu" / "selector-seeds" / "sweep_full_h200.json"}
 
 
 def _what_was_run(params: Params, train_metrics: dict[str, dict], other_profiles: dict[str, dict]) -> str:
@@ -175,9 +171,10 @@ def report(params: Params) -> dict:
     with stage_run("report") as run:
         run.params({"datasets": datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
-        tables = {"table2": table2(scores, oracle, models, datasets, deltas, judge),
-                  "table3": table3(scores, models, datasets),
-                  "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge),
+        base_model = params.train.model  # the row labels say what GPT, GPT-pre and ours are built on
+        tables = {"table2": table2(scores, oracle, models, datasets, deltas, judge, base_model=base_model),
+                  "table3": table3(scores, models, datasets, base_model=base_model),
+                  "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge, base_model=base_model),
                   "table5": table5(examples, selection=selection)}
         other_profiles = _recorded_sizes(scores, train_metrics, sorted(scored_elsewhere))
         subsampled = {d: (exp.max_train_of(d), exp.max_test_of(d)) for d in exp.datasets
@@ -203,11 +200,8 @@ def report(params: Params) -> dict:
                  _what_was_run(params, train_metrics, other_profiles)
         atomic_write_text(REPORTS / "README.md", readme)
         run.artifact(REPORTS / "README.md", "tables")
-        metrics = summary(scores, oracle, deltas) | {
-            "table4": ablation_summary(ablation),
-            "selector_seeds": {name: seed_summary(read_json(path)) for name, path in SEED_SWEEPS.items()
-                               if path.exists()},
-            "judge": judge_summary(judge)}
+        metrics = summary(scores, oracle, deltas) | {"table4": ablation_summary(ablation),
+                                                     "judge": judge_summary(judge)}
         write_json(PROJECT_ROOT / "metrics" / "report.json", metrics)
         run.artifact(PROJECT_ROOT / "results" / "predictions", "predictions")
         run.metrics(_flat(metrics))

@@ -9,8 +9,9 @@ import pytest
 from pycocoevalcap.bleu.bleu import Bleu
 
 from mwpgen.evaluation.metrics import bleu_stats
-from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, ablation_summary, corpus_bleu, deltas_vs_gpt_pre,
-                                      paired_bootstrap, seed_summary, summary, table2, table4)
+from mwpgen.evaluation.statistics import (ablation_runs, ablation_summary, corpus_bleu, deltas_vs_gpt_pre,
+                                          paired_bootstrap, summary)
+from mwpgen.evaluation.tables import TABLE2_MODELS, table2, table4
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 
 REFS = [
@@ -104,24 +105,26 @@ def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals()
              "test": {"n": 300, "consistent": 44,
                       "judge": {"precision": 0.403, "recall": 0.659, "precision_ci": [0.3, 0.5], "recall_ci": None},
                       "acc_eq": {"precision": 0.369, "recall": 0.705, "precision_ci": None, "recall_ci": None}}}
-    t = table2(scores, ORACLE, TABLE2_MODELS, ["arithmetic"], deltas, judge)
-    rows = dict(t.rows)
-    assert t.columns == ["arithmetic BLEU-4", "arithmetic METEOR", "arithmetic ROUGE-L", "arithmetic ACC-eq",
-                         "arithmetic ACC-eq (equivalent)", "arithmetic consistency (judged)",
-                         "arithmetic Δ BLEU-4 vs GPT-pre [95% CI]", "arithmetic Δ ACC-eq vs GPT-pre [95% CI]",
-                         "arithmetic Δ ACC-eq (equivalent) vs GPT-pre [95% CI]",
-                         "arithmetic Δ consistency (judged) vs GPT-pre [95% CI]", "folds run"]
-    assert rows["mwp2eq oracle ACC-eq (this run)"][3:5] == ["0.700", "0.750"]
-    assert rows["chance: most frequent training equation (this run)"][:5] == ["", "", "", "0.120", "0.140"]
+    t = table2(scores, ORACLE, TABLE2_MODELS, ["arithmetic"], deltas, judge, base_model="smollm2-135m")
+    main, delta = t.tables
+    rows = main.cells()
+    assert rows["mwp2eq on the reference problems (oracle)"]["ACC-eq"] == "0.700"
+    assert rows["mwp2eq on the reference problems (oracle)"]["ACC-eq (equivalent)"] == "0.750"
+    assert rows["chance: most frequent training equation"]["ACC-eq"] == "0.120"
+    assert rows["chance: most frequent training equation"]["BLEU-4"] == ""
     assert any("`x = num1 + num2` (fold 0)" in n for n in t.notes)
     assert any("precision is 0.403 [0.30, 0.50] and its recall 0.659 (" in n for n in t.notes)  # what the judged column is worth
-    ours = rows["ours (this run)"]
-    assert ours[3:6] == ["0.950", "1.000", "0.850"] and rows["GPT-pre (this run)"][6:10] == ["baseline"] * 4
+    ours = rows["ours (SmolLM2-135M)"]
+    assert [ours[c] for c in ("ACC-eq", "ACC-eq (equivalent)", "consistency (judged)")] == ["0.950", "1.000", "0.850"]
+    assert [ours[c] for c in ("BLEU-4 (paper)", "METEOR (paper)", "ROUGE-L (paper)", "ACC-eq (paper)")] == \
+        ["0.338", "0.322", "0.567", "0.453"]
+    differences = delta.cells()
+    assert list(differences) == ["ours (SmolLM2-135M)"]  # GPT-pre is the baseline, not a row
     d = deltas[("ours", "arithmetic")]["bleu4"]
-    assert ours[6] == f"+{d['mean']:.3f} [+{d['low']:.3f}, +{d['high']:.3f}]" and d["low"] > 0
-    assert ours[9].startswith("+")  # the judged consistency's interval
-    assert rows["ours (paper)"][:6] == ["0.338", "0.322", "0.567", "0.453", "", ""]
-    assert r"$\Delta$ BLEU-4" in t.latex() and "Δ ACC-eq (equivalent) vs GPT-pre [95% CI]" in t.markdown()
+    assert differences["ours (SmolLM2-135M)"]["Δ BLEU-4"] == f"+{d['mean']:.3f} [+{d['low']:.3f}, +{d['high']:.3f}]"
+    assert d["low"] > 0
+    assert differences["ours (SmolLM2-135M)"]["Δ consistency (judged)"].startswith("+")  # its interval too
+    assert r"$\Delta$ BLEU-4" in t.latex() and "Δ ACC-eq (equivalent)" in t.markdown()
 
     report = summary(scores, ORACLE, deltas)
     assert report["ours"]["arithmetic"]["acc_eq_equivalent"] == 1.0
@@ -140,26 +143,15 @@ def test_table4_rows_carry_their_interval_against_the_full_model_and_report_json
                    ("gpt_pre", "arithmetic", 0): _records(30, False, seed=5)}
     scores = [_score("ours", 0.3, 0.4), _score("ours-eq_softmax", 0.9, 0.95), _score("gpt_pre", 0.2, 0.3)]
     runs = ablation_runs(scores, variant_of, table4_rows, ["arithmetic"], [0], predictions, seed=2021)
-    t = table4(runs, TABLE4_ROWS, ["arithmetic"])
-    rows = dict(t.rows)
-    assert t.columns[4:8] == [f"arithmetic Δ {m} vs full model [95% CI]" for m in ("BLEU-4", "ACC-eq",
-                                                                                     "ACC-eq (equivalent)",
-                                                                                     "consistency (judged)")]
-    assert rows["L_eq (softmax) (this run)"][4].startswith("+") and "[+" in rows["L_eq (softmax) (this run)"][4]
-    assert rows["full model (this run)"][4:8] == ["baseline"] * 4
-    assert "[" in rows["keyword, noun+pronoun (this run)"][4]  # GPT-pre answers that row, against the full model
+    t = table4(runs, TABLE4_ROWS, ["arithmetic"], base_model="smollm2-135m")
+    differences = t.table("Table 4 (arithmetic): difference").cells()
+    softmax = differences["L_eq (softmax)"]["Δ BLEU-4"]
+    assert softmax.startswith("+") and "[+" in softmax
+    assert "full model" not in differences  # the baseline itself
+    assert "[" in differences["keyword, noun+pronoun"]["Δ BLEU-4"]  # GPT-pre answers that row, against the full model
 
     metrics = ablation_summary(runs)
     softmax = metrics["L_eq (softmax)"]["arithmetic"]
     assert softmax["bleu4"] == 0.9 and softmax["delta_vs_full_model"]["n"] == 30
     assert softmax["delta_vs_full_model"]["acc_eq"]["low"] > 0
     assert "delta_vs_full_model" not in metrics["full model"]["arithmetic"]
-
-
-def test_seed_summary_says_which_seeds_hold():
-    sweep = {"rows": [{"setting": "keywords", "seed": s, "holds": ok,
-                       "test": {"words_median": w, "none_share": none}}
-                      for s, ok, w, none in [(1, True, 5.0, 0.0), (2, False, 0.0, 0.9123456)]]}
-    out = seed_summary(sweep)
-    assert out["keywords"]["seed 2"] == {"test_words_median": 0.0, "test_none_share": 0.9123, "holds": False}
-    assert out["keywords"]["all_hold"] is False

@@ -21,7 +21,7 @@ from mwpgen.evaluation.metrics import (
     novelty,
     sanitize_text,
 )
-from mwpgen.evaluation.report import corpus_bleu
+from mwpgen.evaluation.statistics import corpus_bleu
 
 REFS = [
     "Joan found num1 seashells on the beach . She gave Sam some of her seashells . How many seashells did she give ?",

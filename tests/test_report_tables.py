@@ -1,77 +1,273 @@
-"""Report tables: not-run rows, Table 4 from ablation runs, Table 5 keyword samples."""
+"""Report tables: one table per dataset with the paper's figure beside ours, differences with their intervals in
+tables of their own, row labels that name the base model, narrow Markdown, LaTeX that typesets."""
 
 from __future__ import annotations
 
+import csv
+import io
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mwpgen.evaluation.statistics import (ablation_runs, deltas_vs_gpt_pre, observed_subsample, reported_datasets,
+                                          selection_summary)
+from mwpgen.evaluation.tables import (TABLE2_MODELS, base_model_name, latex_escape, mark_subsamples, model_label,
+                                      table2, table3, table4, table5)
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
-from mwpgen.evaluation.report import (TABLE2_MODELS, ablation_runs, mark_subsamples, observed_subsample,
-                                      reported_datasets, selection_summary, table2, table3, table4, table5)
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = "smollm2-135m"
+DATASETS = ["arithmetic", "mawps", "math23k"]
+GPT_PRE, OURS = "GPT-pre (SmolLM2-135M, fine-tuned)", "ours (SmolLM2-135M)"
+GLOVE = {"model": "seq2seq_rnn_glove", "dataset": "arithmetic", "fold": 0, "n": 0,
+         "not_run": "GloVe download failed: offline"}
+ORACLE = [{"model": "mwp2eq", "dataset": "arithmetic", "fold": 0, "oracle_acc_eq": 0.7,
+           "oracle_acc_eq_equivalent": 0.75, "chance_acc_eq": 0.12, "chance_acc_eq_equivalent": 0.14,
+           "chance_equation": "x = num1 + num2"}]
+MARKDOWN_WIDTH = 160
 
 
 def score(model, bleu, acc, fold=0, dataset="arithmetic", **extra):
-    return {"model": model, "dataset": dataset, "fold": fold, "bleu4": bleu, "meteor": 0.2, "rouge_l": 0.3,
-            "acc_eq": acc, "novelty": 0.5, "acc_eq_novel": 0.1, "dist3": 0.7, **extra}
+    return {"model": model, "dataset": dataset, "fold": fold, "n": 298, "bleu4": bleu, "meteor": 0.2, "rouge_l": 0.3,
+            "acc_eq": acc, "acc_eq_equivalent": acc + 0.05, "consistency_judged": acc - 0.1, "novelty": 0.5,
+            "acc_eq_novel": 0.1, "dist3": 0.7, **extra}
 
 
-def test_not_run_model_is_marked_with_its_reason_and_never_scored():
-    scores = [score("gpt_pre", 0.1, 0.2),
-              {"model": "seq2seq_rnn_glove", "dataset": "arithmetic", "fold": 0, "n": 0,
-               "not_run": "GloVe download failed: offline"}]
-    md = table2(scores, [], TABLE2_MODELS, ["arithmetic"]).markdown()
-    glove_row = next(line for line in md.splitlines() if line.startswith("| seq2seq-rnn + GloVe (this run)"))
-    assert "not run: GloVe download failed: offline" in glove_row and "0." not in glove_row
-    assert "| seq2seq-rnn + GloVe (paper) | 0.351" in md  # the paper's figures stay alongside
-    assert "seq2seq-rnn + GloVe (this run)" not in table3(scores, TABLE2_MODELS, ["arithmetic"]).markdown()
+def records(n: int, good: bool) -> list[dict]:
+    """Prediction records as the evaluate stage writes them: a perfect 10-word hypothesis (good) or a poor one
+    (bleu_stats: matches per n-gram order, n-grams per order, hypothesis and reference length)."""
+    stats = [10, 9, 8, 7, 10, 9, 8, 7, 10, 10] if good else [5, 2, 1, 0, 10, 9, 8, 7, 10, 10]
+    return [{"id": f"p{i}", "bleu_stats": stats, "acc_eq": good or i % 3 == 0, "acc_eq_equivalent": good or i % 2 == 0,
+             "judged": good or i % 4 == 0} for i in range(n)]
 
 
-def test_table4_maps_variants_to_rows_and_averages_folds():
-    scores = [score("ours", 0.30, 0.40), score("ours", 0.20, 0.60, fold=1),
-              score("ours-selector", 0.11, 0.22), score("gpt_pre", 0.9, 0.9),
-              score("ours", 0.9, 0.9, fold=2)]  # a fold the ablation did not run: left out of Table 4
-    t = table4(ablation_runs(scores, variant_of, table4_rows, ["arithmetic"], [0, 1]), TABLE4_ROWS, ["arithmetic"])
-    rows = {label: cells for label, cells in t.rows}
-    assert rows["full model (this run)"][:2] == ["0.250 ± 0.050", "0.500 ± 0.100"]
-    # columns per dataset: BLEU-4, ACC-eq, ACC-eq (equivalent), consistency (judged), four Δ vs the full model; runs
-    assert rows["full model (this run)"][2:] == ["", "", *["baseline"] * 4, "arit:0 arit:1 from ours"]
-    assert rows["context selection (this run)"][4:8] == ["–"] * 4  # no predictions to compare
+def every_model_scored(folds=(0,)) -> list[dict]:
+    return [score(m, 0.1 + 0.01 * k, 0.2 + 0.01 * k, fold=f, dataset=d) for d in DATASETS for f in folds
+            for k, m in enumerate(TABLE2_MODELS) if m != "seq2seq_rnn_glove"] + [GLOVE]
+
+
+def full_table2(folds=(0,)):
+    predictions = {(m, d, f): records(40, m == "ours") for m in ("gpt_pre", "ours", "gpt") for d in DATASETS
+                   for f in folds}
+    return table2(every_model_scored(folds), ORACLE, TABLE2_MODELS, DATASETS, deltas_vs_gpt_pre(predictions, 2021),
+                  base_model=BASE)
+
+
+# --- Table 2 ------------------------------------------------------------------------------------------------------
+
+def test_table2_is_one_table_per_dataset_and_one_of_differences_per_dataset():
+    group = full_table2()
+    assert [t.title for t in group.tables] == [f"Table 2 ({d}): {what}" for d in DATASETS
+                                               for what in ("language quality and equation accuracy",
+                                                            "difference from GPT-pre")]
+    main = group.table("Table 2 (arithmetic): language")
+    assert [c.name for c in main.columns] == ["BLEU-4", "BLEU-4 (paper)", "METEOR", "METEOR (paper)", "ROUGE-L",
+                                              "ROUGE-L (paper)", "ACC-eq", "ACC-eq (paper)", "ACC-eq (equivalent)",
+                                              "consistency (judged)"]
+    cells = main.cells()
+    assert cells[GPT_PRE]["BLEU-4"] == "0.140" and cells[GPT_PRE]["BLEU-4 (paper)"] == "0.316"  # ours beside paper's
+    assert cells[OURS]["ACC-eq (paper)"] == "0.453" and cells[OURS]["ACC-eq (equivalent)"] == "0.300"
+    assert cells["mwp2eq on the reference problems (oracle)"]["ACC-eq"] == "0.700"
+    assert cells["mwp2eq on the reference problems (oracle)"]["ACC-eq (paper)"] == "0.769"
+    assert cells["chance: most frequent training equation"]["ACC-eq (equivalent)"] == "0.140"
+    assert "fold 0, 298 test problems per fold" in main.caption and "SmolLM2-135M" in main.caption
+
+
+def test_the_differences_from_gpt_pre_carry_their_95_percent_intervals():
+    delta = full_table2().table("Table 2 (mawps): difference").cells()
+    assert GPT_PRE not in delta  # the baseline is not compared with itself
+    interval = re.compile(r"^([+−]\d\.\d{3}) \[([+−]\d\.\d{3}), ([+−]\d\.\d{3})\]$")
+    number = lambda s: float(s.replace("−", "-"))  # noqa: E731
+    for column in ("Δ BLEU-4", "Δ ACC-eq", "Δ ACC-eq (equivalent)", "Δ consistency (judged)"):
+        mean, low, high = map(number, interval.match(delta[OURS][column]).groups())
+        assert 0 < low <= mean <= high  # a clearly better model: the interval excludes 0
+    gpt = delta["GPT (SmolLM2-135M architecture, from scratch)"]["Δ BLEU-4"]
+    assert gpt == "+0.000 [+0.000, +0.000]"  # GPT's records are a copy of GPT-pre's here
+    assert delta["seq2seq-tf (transformer, from scratch)"]["Δ ACC-eq"] == "–"  # no predictions to pair
+
+
+def test_a_model_that_did_not_run_is_a_note_not_a_row_of_empty_cells():
+    group = table2([score("gpt_pre", 0.1, 0.2), GLOVE], [], TABLE2_MODELS, ["arithmetic"], base_model=BASE)
+    main = group.tables[0]
+    assert [label for label, _ in main.rows] == [GPT_PRE]
+    note = next(n for n in main.notes if n.startswith("seq2seq-rnn + GloVe"))
+    assert "not run" in note and "BLEU-4 0.351" in note  # the paper's figures stay alongside
+    assert sum("GloVe download failed: offline" in n for n in group.notes) == 1  # the reason, once
+    assert "not run" not in "".join(line for line in group.markdown().splitlines() if line.startswith("|"))
+    assert not any("GloVe" in label for t in table3([GLOVE], TABLE2_MODELS, ["arithmetic"], base_model=BASE).tables
+                   for label, _ in t.rows)
+
+
+def test_row_labels_name_the_base_model_and_how_it_is_used():
+    assert model_label("gpt_pre", BASE) == GPT_PRE
+    assert model_label("gpt", BASE) == "GPT (SmolLM2-135M architecture, from scratch)"
+    assert model_label("ours", BASE) == OURS
+    assert model_label("gpt_pre", "openai-community/gpt2-large") == "GPT-pre (GPT-2 large, fine-tuned)"
+    assert model_label("seq2seq_tf", BASE) == "seq2seq-tf (transformer, from scratch)"
+    assert base_model_name("/models/my-lm/") == "my-lm"
+    md = full_table2().markdown()
+    for label in (GPT_PRE, OURS, "GPT (SmolLM2-135M architecture, from scratch)"):
+        assert f"| {label} |" in md
+    assert "| GPT-pre |" not in md and "| ours |" not in md
+
+
+def test_a_row_averaging_other_folds_than_the_rest_says_which():
+    scores = [score("gpt_pre", 0.1, 0.2), score("gpt_pre", 0.3, 0.4, fold=1), score("ours", 0.2, 0.3)]
+    cells = table2(scores, [], TABLE2_MODELS, ["arithmetic"], base_model=BASE).tables[0].cells()
+    assert cells[GPT_PRE]["BLEU-4"] == "0.200±0.100" and f"{OURS} [fold 0]" in cells
+
+
+def test_markdown_lines_stay_narrow():
+    for group in (full_table2(), full_table2(folds=(0, 1, 2, 3, 4)),
+                  table3(every_model_scored(), TABLE2_MODELS, DATASETS, base_model=BASE), ablation_table4()):
+        long = [line for line in group.markdown().splitlines() if len(line) > MARKDOWN_WIDTH + 10 * ("±" in line)]
+        assert not long, f"{len(long)} lines longer than the bound, e.g. {long[0]!r}"
+
+
+# --- Table 4 ------------------------------------------------------------------------------------------------------
+
+def ablation_table4():
+    predictions = {("ours", "arithmetic", 0): records(30, False),
+                   ("ours-eq_softmax", "arithmetic", 0): records(30, True)}
+    scores = [score("ours", 0.30, 0.40), score("ours", 0.20, 0.60, fold=1), score("ours-selector", 0.11, 0.22),
+              score("ours-eq_softmax", 0.9, 0.95), score("ours", 0.9, 0.9, fold=2)]  # fold 2: not the ablation's
+    runs = ablation_runs(scores, lambda m: variant_of(m, ["noun"]), table4_rows, ["arithmetic"], [0, 1], predictions,
+                         seed=2021)
+    return table4(runs, TABLE4_ROWS, ["arithmetic"], base_model=BASE)
+
+
+def test_table4_is_a_table_per_dataset_with_the_papers_figures_and_one_of_differences():
+    group = ablation_table4()
+    main, delta = group.tables
+    assert main.title == "Table 4 (arithmetic): ablation" and delta.title.endswith("difference from the full model")
+    cells = main.cells()
+    assert cells["full model"]["BLEU-4"] == "0.250±0.050" and cells["full model"]["BLEU-4 (paper)"] == "0.338"
     # one run answers both rows the paper lists as the same setting
-    assert rows["context selection (this run)"][:2] == rows["full model w/o L_eq (this run)"][:2] == ["0.110", "0.220"]
-    assert "keyword, TF-IDF (this run)" not in rows and rows["keyword, TF-IDF (paper)"][:2] == ["0.313", "0.424"]
+    assert cells["context selection [fold 0]"]["BLEU-4"] == cells["full model w/o L_eq [fold 0]"]["BLEU-4"] == "0.110"
+    assert cells["context selection [fold 0]"]["run"] == "ours-selector"
+    assert "SmolLM2-135M" in main.caption
+    note = next(n for n in main.notes if n.startswith("Not run here"))
+    assert "keyword, TF-IDF (paper: BLEU-4 0.313, ACC-eq 0.424)" in note and "L_eq (softmax)" not in note
+    differences = delta.cells()
+    assert "full model" not in differences
+    assert differences["L_eq (softmax)"]["Δ BLEU-4"].startswith("+")
+    assert differences["context selection"]["Δ ACC-eq"] == "–"  # no predictions to compare
+
+
+# --- Tables 3 and 5 -----------------------------------------------------------------------------------------------
+
+def test_table3_per_dataset_beside_the_papers_percent_novel():
+    group = table3(every_model_scored(), TABLE2_MODELS, DATASETS, base_model=BASE)
+    cells = group.table("Table 3 (mawps)").cells()
+    assert cells[OURS]["% novel"] == "50.00" and cells[OURS]["% novel (paper)"] == "63.77"
+    assert cells[GPT_PRE]["% novel (paper)"] == "" and cells[GPT_PRE]["Dist-3"] == "0.700"
 
 
 def test_table5_lists_selected_and_heuristic_keywords_with_the_papers_examples():
-    t = table5([{"dataset": "arithmetic", "id": "7", "problem": "Joan has num1 apples .", "selected": ["Joan"],
-                 "noun": ["apples"], "tfidf": ["Joan", "apples"]},
-                {"dataset": "mawps", "id": "9", "problem": "x", "selected": [], "noun": [], "tfidf": []}])
-    rows = dict(t.rows)
-    assert rows["arithmetic 7"] == ["Joan has num1 apples .", "Joan", "apples", "Joan apples"]
-    assert rows["mawps 9"][1] == "(none)"
-    assert rows["paper example 1"][1] == "Emily cards collects father"
+    group = table5([{"dataset": "arithmetic", "id": "7", "problem": "Joan has num1 apples .", "selected": ["Joan"],
+                     "noun": ["apples"], "tfidf": ["Joan", "apples"]},
+                    {"dataset": "mawps", "id": "9", "problem": "x", "selected": [], "noun": [], "tfidf": []}])
+    arithmetic = group.table("Table 5 (arithmetic)")
+    assert arithmetic.cells()["7"] == {"selected (q > 0.5)": "Joan", "noun": "apples", "TF-IDF": "Joan apples"}
+    assert arithmetic.notes == ["7: Joan has num1 apples ."]  # the problem's text, under the table
+    assert group.table("Table 5 (mawps)").cells()["9"]["selected (q > 0.5)"] == "(none)"
+    assert group.table("Table 5 (paper)").cells()["example 1"]["selected (q > 0.5)"] == "Emily cards collects father"
 
 
-def test_table5_notes_what_the_selector_picks_over_the_whole_fold():
+def test_table5_says_what_the_selector_picks_over_the_whole_fold():
     picks = [["Joan", "apples"], [], [], ["boxes"]]
     nouns = [["apples", "beach"], ["jar"], [], ["Boxes", "candies"]]
     tfidf = [["joan"], ["jar"], [], ["candies"]]
     st = selection_summary(picks, nouns, tfidf)
     assert (st["problems"], st["words_median"], st["words_mean"], st["none_share"]) == (4, 0.5, 0.75, 0.5)
     assert st["in_nouns"] == 2 / 3 and st["in_tfidf"] == 1 / 3  # apples, boxes (any case); joan
-    t = table5([], selection={"arithmetic": st, "mawps": selection_summary([], [], [])})
-    note = next(n for n in t.notes if n.startswith("arithmetic"))
-    assert "0.5 words selected per problem (median; mean 0.8), none for 50.0% of them" in note
-    assert "66.7% of the selected words are among the problem's noun keywords and 33.3% among its TF-IDF top 5" in note
-    assert not any(n.startswith("mawps") for n in t.notes)
+    example = {"dataset": "arithmetic", "id": "1", "problem": "p", "selected": [], "noun": [], "tfidf": []}
+    caption = table5([example], selection={"arithmetic": st}).tables[0].caption
+    assert "0.5 words per problem (median; mean 0.8), none for 50.0% of them" in caption
+    assert "66.7% of the selected words are among the problem's noun keywords and 33.3% among its TF-IDF" in caption
 
 
-def test_a_subsampled_dataset_is_marked_in_every_column_and_its_sizes_noted():
-    scores = [score("gpt_pre", 0.1, 0.2), score("gpt_pre", 0.3, 0.4, dataset="math23k")]
-    t = table2(scores, [], TABLE2_MODELS, ["arithmetic", "math23k"])
+# --- formats ------------------------------------------------------------------------------------------------------
+
+def _tabular_widths(tex: str) -> list[tuple[int, list[int]]]:
+    """Per tabular: the columns its spec declares, and the columns each of its rows fills (\\multicolumn{k}: k)."""
+    out = []
+    for spec, body in re.findall(r"\\begin\{tabular\}\{((?:[^{}]|\{[^{}]*\})*)\}(.*?)\\end\{tabular\}", tex, re.S):
+        declared = len(re.findall(r"p\{[^}]*\}|[lcr]", spec))  # p{4.2cm} first: its "c" is no column
+        rows = [line[:-2] for line in (x.strip() for x in body.splitlines()) if line.endswith(r"\\")]
+        widths = []
+        for row in rows:
+            cells = re.split(r"(?<!\\)&", row)
+            widths.append(sum(int(m.group(1)) if (m := re.match(r"\s*\\multicolumn\{(\d+)\}", c)) else 1
+                              for c in cells))
+        out.append((declared, widths))
+    return out
+
+
+def all_groups():
+    examples = [{"dataset": "arithmetic", "id": "7", "problem": "Joan has 50% & more_apples", "selected": ["Joan"],
+                 "noun": ["apples"], "tfidf": ["Joan"]}]
+    return [full_table2(), full_table2(folds=(0, 1)), table3(every_model_scored(), TABLE2_MODELS, DATASETS,
+                                                             base_model=BASE), ablation_table4(), table5(examples)]
+
+
+def test_every_latex_row_fills_the_columns_its_tabular_declares():
+    for group in all_groups():
+        widths = _tabular_widths(group.latex())
+        assert widths and all(rows for _, rows in widths)
+        for declared, rows in widths:
+            assert set(rows) == {declared}, f"{group.title}: {declared} columns declared, rows fill {rows}"
+    # the check itself catches a row with a cell too many, and counts \multicolumn
+    assert _tabular_widths(r"\begin{tabular}{p{4cm}cc}" "\na & b & c & d \\\\\n\\end{tabular}") == [(3, [4])]
+    assert _tabular_widths(r"\begin{tabular}{lcc}" "\na & \\multicolumn{2}{c}{b} \\\\\n\\end{tabular}") == [(3, [3])]
+
+
+def test_latex_escapes_specials_and_is_ascii():
+    assert latex_escape("L_eq 50% & `x = num1_2`") == r"L\_eq 50\% \& \texttt{x = num1\_2}"
+    assert latex_escape("−0.1 ± 0.2 Δ") == r"$-$0.1 $\pm$ 0.2 $\Delta$"
+    assert all(group.latex().isascii() for group in all_groups())
+    assert r"7: Joan has 50\% \& more\_apples" in all_groups()[-1].latex()  # a problem's text, under Table 5
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex (apt-get install texlive-latex-base)")
+def test_the_latex_typesets(tmp_path):
+    for i, group in enumerate(all_groups()):
+        (tmp_path / f"t{i}.tex").write_text(group.latex(), encoding="utf-8")
+        doc = tmp_path / f"doc{i}.tex"
+        doc.write_text(f"\\documentclass{{article}}\n\\begin{{document}}\n\\input{{t{i}.tex}}\n\\end{{document}}\n")
+        done = subprocess.run(["pdflatex", "-halt-on-error", "-interaction=nonstopmode", doc.name], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{group.title}:\n" + done.stdout[-2000:]
+
+
+def test_csv_is_long_form_one_line_per_cell():
+    group = full_table2()
+    rows = list(csv.reader(io.StringIO(group.csv())))
+    assert rows[0] == ["table", "row", "column", "value"] and all(len(r) == 4 for r in rows)
+    assert ["Table 2 (arithmetic): language quality and equation accuracy", GPT_PRE, "BLEU-4 (paper)", "0.316"] in rows
+
+
+def test_a_subsampled_dataset_is_marked_in_its_titles_and_its_sizes_noted():
+    t = table2([score("gpt_pre", 0.1, 0.2), score("gpt_pre", 0.3, 0.4, dataset="math23k")], [], TABLE2_MODELS,
+               ["arithmetic", "math23k"], base_model=BASE)
     mark_subsamples(t, {"math23k": (900, 300)})
-    assert "math23k* BLEU-4" in t.columns and "arithmetic BLEU-4" in t.columns
-    assert not any(c.startswith("math23k ") for c in t.columns)
+    assert [x.title.split(":")[0] for x in t.tables] == ["Table 2 (arithmetic)", "Table 2 (math23k*)"]
     assert any(n.startswith("math23k*: a seeded subsample of each fold, 900 training and 300 test") for n in t.notes)
-    before = list(t.columns)
+    before = [x.title for x in t.tables], list(t.notes)
     mark_subsamples(t, {"mawps": (0, 50)})  # a dataset the table does not show: nothing changes
-    assert t.columns == before
+    assert ([x.title for x in t.tables], t.notes) == before
+
+
+# --- what the report reads ----------------------------------------------------------------------------------------
+
+def test_the_report_stage_reads_no_study_results():
+    report = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]["report"]
+    assert not [d for d in report["deps"] if str(d).startswith(("docs/", "studies/", "bench/"))]
+    assert "selector_seeds" not in (ROOT / "flows" / "report.py").read_text(encoding="utf-8")
 
 
 def test_datasets_another_profile_scored_join_the_tables_in_the_papers_order():

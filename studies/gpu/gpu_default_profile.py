@@ -209,7 +209,8 @@ def train(args) -> None:
 def score(args) -> None:
     from mwpgen.evaluation.metrics import TextScorer, score_generations
     from mwpgen.judge import judge_predictions
-    from mwpgen.evaluation.report import delta_text, paired_bootstrap, selection_summary
+    from mwpgen.evaluation.statistics import paired_bootstrap, selection_summary
+    from mwpgen.evaluation.tables import delta_text
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
 
