@@ -1,9 +1,10 @@
 """Stage `report`: the paper's Tables 2-5 from the runs that exist, with the paper's figures alongside.
 
 Table 2 (every model), Table 3 (% novel, ACC-eq on novel problems, Dist-3), Table 4 (the ablation variants
-that ran, plus the default "ours" as the full model) and Table 5 (keywords the selector picks).
-Tables 2 and 4 compare every model with GPT-pre on the same test problems: a paired bootstrap over the per-problem
-records of results/predictions (seeded with experiment.seed) gives the 95% interval of each difference.
+that ran, plus the default "ours" as the full model) and Table 5 (keywords the selector picks), each as one table
+per dataset (mwpgen/evaluation/tables.py). Table 2 compares every model with GPT-pre, Table 4 every variant with the
+full model, on the same test problems: a paired bootstrap over the per-problem records of results/predictions
+(seeded with experiment.seed; mwpgen/evaluation/statistics.py) gives the 95% interval of each difference.
 Writes reports/table{2,3,4,5}.{md,csv,tex} and reports/README.md (tables + what was run), metrics/report.json
 for `dvc metrics show/diff`, and logs every table and per-fold prediction file to MLflow.
 """
