@@ -201,3 +201,50 @@ def test_a_quiet_run_echoes_what_the_stages_did_not_their_noise(tmp_path):
             env=dict(os.environ), jobs=1, out=out, verbose=verbose)
         assert len(out.getvalue().splitlines()) == lines
         assert "a | 12:00:01.000 | INFO    | Flow run 'f' - arithmetic: 1492 problems, 1492 kept" in out.getvalue()
+
+
+KILLED_PIPELINE = """
+import os, sys
+from pathlib import Path
+from orchestration.parallel_repro import dvc_repro, plan, run
+run(plan(Path.cwd()), dvc_repro(), cwd=Path.cwd(), env=dict(os.environ), jobs=1)
+"""
+SLOW_STEP = """
+import os, sys, time
+from pathlib import Path
+Path("slow.pid").write_text(str(os.getpid()))
+time.sleep(120)
+Path("slow.txt").write_text("done")
+"""
+
+
+@pytest.mark.slow
+def test_a_pipeline_killed_mid_stage_leaves_no_stage_running_and_dvc_lock_whole(tmp_path):
+    """SIGKILL of the pipeline while a real `dvc repro` runs a stage, in a git project with DVC's autostage: the
+    stage's process ends within the reaper's grace period, and dvc.lock is neither cut nor staged cut."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    _dvc(repo, "init", "-q")
+    _dvc(repo, "config", "core.autostage", "true")
+    (repo / "step.py").write_text(STEP)
+    (repo / "slow.py").write_text(SLOW_STEP)
+    (repo / "dvc.yaml").write_text(STAGES + "  slow: {cmd: python slow.py, deps: [d.txt], outs: [slow.txt]}\n")
+    (repo / "params.yaml").write_text("size: 1\n")
+    _dvc(repo, "repro", "-q", "d")
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, capture_output=True, text=True, check=True).stdout  # noqa: E731
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "four stages done")
+    lock_before = (repo / "dvc.lock").read_text()
+
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_PIPELINE], cwd=repo, env={**_env(), "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (repo / "slow.pid").exists() and time.time() < deadline:
+        time.sleep(0.2)
+    stage_pid = int((repo / "slow.pid").read_text())
+    proc.kill()
+    proc.wait(timeout=10)
+    assert _gone(stage_pid, timeout_s=45)
+    assert (repo / "dvc.lock").read_text() == lock_before
+    assert git("diff", "--cached", "--stat") == ""  # nothing staged, let alone a cut-down lock
