@@ -182,12 +182,21 @@ def default_model() -> Path:
     return path
 
 
-# Measured for the default run (Arithmetic fold 0) on a 2-core AVX512-BF16 CPU, from its stage logs: README "Results",
-# the "Cost" item (tests/test_generate_cli.py checks these against README.md).
-MEASURED_DATA_STAGES_S = 35  # download, translate, preprocess, split, keywords
-MEASURED_TRAIN_EVALUATOR_MIN = 18.1  # train_ours needs the evaluator's parse accuracy (its parser gate)
-MEASURED_TRAIN_OURS_S = 4668
-MEASURED_DEFAULT_RUN_MIN = 139.1
+def measured_cost(dataset: str, fold: int) -> str:
+    """What training took in this checkout's committed run, from the metrics it committed (none: nothing said)."""
+    def minutes(model: str) -> float | None:
+        path = PROJECT_ROOT / "metrics" / "train" / model / dataset / f"fold{fold}.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))["wall_s"] / 60
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    evaluator, ours = minutes("mwp2eq"), minutes("ours")
+    if evaluator is None or ours is None:
+        return ""
+    return (f" The committed run's training took {evaluator:.0f} min for the evaluator (ours trains its own parser up "
+            f"to the evaluator's parse accuracy) and {ours:.0f} min for ours (metrics/train/; README gives the "
+            "machine).")
 
 
 def no_model_help(path: Path, dataset: str, fold: int) -> str:
@@ -195,14 +204,10 @@ def no_model_help(path: Path, dataset: str, fold: int) -> str:
     stage = f"train_ours@{dataset}-{fold}"
     return (f"no trained ours model at {path} (the default run's ours, which `mwpgen generate` uses without --model)."
             " To get one:\n"
-            f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data and keyword stages it needs "
-            f"first). Measured on a 2-core AVX512-BF16 CPU for the default run (README \"Results\"): "
-            f"{MEASURED_DATA_STAGES_S / 60:.1f} min of data stages, {MEASURED_TRAIN_EVALUATOR_MIN} min for the "
-            "evaluator (ours trains its own parser up to the evaluator's parse accuracy), then about "
-            f"{MEASURED_TRAIN_OURS_S / 60:.0f} min for ours; a CUDA GPU is used when there is one. Or the whole "
-            "default run, every model and the report: "
-            f"`bash scripts/run.sh python -m orchestration.pipeline` ({MEASURED_DEFAULT_RUN_MIN} min there);\n"
-            f"  - or, if a DVC remote holds the default run (.dvc/config, README \"Run on many machines\"): "
+            f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data, keyword and evaluator stages "
+            f"it needs first; a CUDA GPU is used when there is one).{measured_cost(dataset, fold)} Or the whole "
+            "default run, every model and the report: `bash scripts/run.sh python -m orchestration.pipeline`;\n"
+            f"  - or, if a DVC remote holds the default run (.dvc/config, docs/many_machines.md): "
             f"`bash scripts/run.sh dvc pull {stage}`;\n"
             "  - or use another model: --model with a bundle folder, an MLflow run id, "
             f"runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias).")
