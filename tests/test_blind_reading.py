@@ -32,7 +32,7 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
     _csv(tmp_path / "verify_k_generations.csv", shown)
     read_verify_k.build(tmp_path)
     reading = tmp_path / "reading"
-    problems = list(csv.DictReader(open(reading / "problems.csv")))
+    problems = list(csv.DictReader((reading / "problems.csv").read_text(encoding="utf-8").splitlines()))
     assert list(problems[0]) == ["uid", "equation", "problem"] and len(problems) == 6  # 8 shown, 2 repeats
     right = {p["uid"]: int(p["problem"].startswith(("problem 0", "problem 2"))) for p in problems}
     _csv(reading / "labels_a.csv", [{"uid": u, "label": y} for u, y in right.items()])
@@ -60,7 +60,7 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
             json.dumps({"id": f"t{i}", "judged": i % 3 == 0, "acc_eq": True}) + "\n" for i in range(30)))
     out = tmp_path / "reading"
     read_models.build(["gpt_pre", "ours"], 20, "arithmetic", 0, out, root=tmp_path)
-    problems = list(csv.DictReader(open(out / "problems.csv")))
+    problems = list(csv.DictReader((out / "problems.csv").read_text(encoding="utf-8").splitlines()))
     assert len(problems) == 40 and list(problems[0]) == ["uid", "equation", "problem"]
     labels = [{"uid": p["uid"], "label": _read_right(p["problem"])} for p in problems]
     _csv(out / "labels_a.csv", labels)
@@ -74,7 +74,8 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
     # the same models read in two sets of their own (the same draw) score as one
     for m in ("gpt_pre", "ours"):
         read_models.build([m], 20, "arithmetic", 0, tmp_path / m, root=tmp_path)
-        texts = {p["uid"]: p["problem"] for p in csv.DictReader(open(tmp_path / m / "problems.csv"))}
+        rows = csv.DictReader((tmp_path / m / "problems.csv").read_text(encoding="utf-8").splitlines())
+        texts = {p["uid"]: p["problem"] for p in rows}
         _csv(tmp_path / m / "labels_a.csv", [{"uid": u, "label": _read_right(t)} for u, t in texts.items()])
     apart = read_models.score([tmp_path / "gpt_pre", tmp_path / "ours"], root=tmp_path)
     assert apart["models"] == result["models"]
@@ -132,11 +133,11 @@ def test_a_fresh_reader_is_compared_with_each_sets_first_reading(tmp_path):
                                   for p in problems])
     cross = tmp_path / "cross"
     read_models.cross_build([tmp_path / "a", tmp_path / "b"], 5, cross)
-    shown = list(csv.DictReader(open(cross / "problems.csv")))
+    shown = list(csv.DictReader((cross / "problems.csv").read_text(encoding="utf-8").splitlines()))
     assert len(shown) == 10 and list(shown[0]) == ["uid", "equation", "problem"]  # the reader sees no set
     assert not {"a 0", "a 1", "b 0", "b 1"} & {p["problem"] for p in shown}  # no overlap problem
     # the fresh reader agrees with set a's first reading everywhere, and calls every problem of b wrong
-    key = {r["uid"]: r for r in csv.DictReader(open(cross / "key.csv"))}
+    key = {r["uid"]: r for r in csv.DictReader((cross / "key.csv").read_text(encoding="utf-8").splitlines())}
     _csv(cross / "labels_fresh.csv", [{"uid": p["uid"], "label": int(key[p["uid"]]["set"] == "a" and
                                                                       p["problem"].endswith(("0", "2", "4")))}
                                       for p in shown])

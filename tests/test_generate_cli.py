@@ -425,7 +425,7 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
                            "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    pools = list(csv.DictReader(open(out / "pools_test.csv", encoding="utf-8")))
+    pools = list(csv.DictReader((out / "pools_test.csv").read_text(encoding="utf-8").splitlines()))
     by_pool: dict[tuple[str, str], list[dict]] = {}
     for r in pools:
         by_pool.setdefault((r["id"], r["source"]), []).append(r)
@@ -439,7 +439,7 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
         assert {r["co_verified"] for r in pool} <= {"True", "False"} and all(float(r["co_firmness"]) <= 0 for r in pool)
     subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "build", str(out)], cwd=ROOT,
                    check=True, capture_output=True)
-    shown = list(csv.DictReader(open(out / "reading" / "problems.csv", encoding="utf-8")))
+    shown = list(csv.DictReader((out / "reading" / "problems.csv").read_text(encoding="utf-8").splitlines()))
     assert list(shown[0]) == ["uid", "equation", "problem"]
     with open(out / "reading" / "labels_a.csv", "w", encoding="utf-8") as f:  # every candidate read right
         f.write("uid,label\n" + "".join(f"{p['uid']},1\n" for p in shown))

@@ -109,3 +109,24 @@ def test_corrupt_raw_file_is_named_and_nothing_is_lost(project):
     assert "download" in ran_stages(proc.stdout)
     assert json.loads((dest / "metrics" / "download.json").read_text())["mawps/MAWPS.json"]["origin"] == "mirror"
     assert {p.name: p.read_bytes() for p in (dest / "data" / "processed").iterdir()} == processed
+
+
+def test_ctrl_c_stops_the_pipeline_in_one_line(project):
+    """Ctrl-C mid-stage: the running stage is interrupted, and the pipeline says so in one line, no traceback."""
+    import signal
+    import subprocess
+
+    dest, env = project
+    proc = subprocess.Popen([sys.executable, "-m", "orchestration.pipeline", "--force", "preprocess"], cwd=dest,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("preprocess | > python -m flows.preprocess"):
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 1
+    output = "".join(seen) + rest
+    assert "Traceback" not in output, output
+    assert rest.rstrip().splitlines()[-1].startswith("interrupted: the running stages were stopped"), rest

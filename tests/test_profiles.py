@@ -72,11 +72,12 @@ def test_pipeline_bare_name_is_still_profiles_dir(project):
     assert "lr: 4e-05" in (project.root / "params.yaml").read_text()
 
 
-def test_missing_profile_path_names_the_path_and_the_bare_name(project, tmp_path):
+def test_missing_profile_path_names_the_path_and_the_bare_name(project, tmp_path, capsys):
     before = (project.root / "params.yaml").read_text()
     with pytest.raises(SystemExit) as e:
         project("--profile", str(tmp_path / "nowhere" / "fast.yaml"))
-    msg = str(e.value.code)
+    assert e.value.code == 2  # a usage error
+    msg = capsys.readouterr().err
     assert msg.startswith("error: ") and str(tmp_path / "nowhere" / "fast.yaml") in msg
     assert "no such profile file" in msg and "--profile fast" in msg  # profiles/fast.yaml exists: the hint
     assert ".yaml.yaml" not in msg
@@ -97,12 +98,13 @@ def test_empty_or_non_mapping_profile_is_an_error(tmp_path, content, what):
     assert params.read_text() == (ROOT / "params.yaml").read_text()  # nothing written
 
 
-def test_pipeline_refuses_an_empty_profile_before_starting(project):
+def test_pipeline_refuses_an_empty_profile_before_starting(project, capsys):
     (project.root / "profiles" / "blank.yaml").write_text("")
     before = (project.root / "params.yaml").read_text()
     with pytest.raises(SystemExit) as e:
         project("--profile", "blank")
-    assert str(e.value.code).startswith("error: ") and "blank.yaml: empty profile" in str(e.value.code)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and "blank.yaml: empty profile" in err
     assert (project.root / "params.yaml").read_text() == before
 
 
