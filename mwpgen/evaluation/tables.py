@@ -310,7 +310,7 @@ def judge_note(measured: dict | None) -> str:
         return "n/a" if q[name] is None else f"{q[name]:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
     return (f"consistency (judged): the share of problems the consistency judge accepts ({measured['judge']}; "
-            f"mwpgen/judge.py, chosen on development labels: docs/judge_choice). Against {test['n']} blind readings "
+            f"mwpgen/judge.py, chosen on development labels: studies/judge_choice). Against {test['n']} blind readings "
             f"of generated problems for {measured['dataset']} fold {measured['fold']} test equations "
             f"(data/labels/judge, {test['consistent']} consistent) its precision is {ratio('precision', j)} and its "
             f"recall {ratio('recall', j)} (ACC-eq's verdict: {ratio('precision', acc)} and {ratio('recall', acc)}; "
