@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
+
 import torch
 
 from mwpgen.lm import prompts as lm_prompts
@@ -166,3 +168,14 @@ def test_converted_smollm2_matches_gguf_logits():
     ids = torch.tensor([lm_prompts.encode_prompt(tok, GEN[0].prompt)])
     with torch.no_grad():
         assert torch.equal(model(ids).logits, src(ids).logits)
+
+
+def test_truncated_weights_are_named_by_file(tiny_dir, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_dir, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])  # a copy cut short
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(weights))}: the model's weights cannot be read"):
+        load_model_and_tokenizer(str(broken), Path("unused"))
