@@ -50,7 +50,7 @@ def _one_line(e: BaseException) -> str:
     return text if isinstance(e, (ValueError, OSError, RuntimeError)) else f"{type(e).__name__}: {text}"
 
 
-class _NoTraceback(logging.Filter):
+class NoTraceback(logging.Filter):
     """Prefect logs a failed task or flow with its whole traceback; without MWPGEN_DEBUG the message is enough."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -65,7 +65,7 @@ def run_stage(flow: Callable, *args, failed_metrics: Sequence[Path] = ()) -> Non
     debug = os.environ.get(DEBUG_ENV) == "1"
     if not debug:
         for name in ("prefect.flow_runs", "prefect.task_runs"):
-            logging.getLogger(name).addFilter(_NoTraceback())
+            logging.getLogger(name).addFilter(NoTraceback())
     try:
         flow(*args)
     except (Exception, SystemExit) as e:

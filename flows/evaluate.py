@@ -6,7 +6,7 @@ back into exactly the input equation's symbols; % novel = generated problems who
 training fold; ACC-eq over novel problems only; Dist-3. ACC-eq (equivalent): the parse is symbolically the input
 equation. Consistency (judged): the share of problems the consistency judge accepts (mwpgen.judge.judged: the
 evaluator's parse is the equation and the problem passes a reader's surface checks; its precision and recall
-against blind readings are in docs/judge_choice). The per-problem predictions file also keeps each problem's BLEU
+against blind readings are in studies/judge_choice). The per-problem predictions file also keeps each problem's BLEU
 statistics (metrics.bleu_stats) and the judge's verdict, from which the report recomputes the scores on the
 bootstrap resamples of its paired comparisons.
 """

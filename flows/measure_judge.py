@@ -1,6 +1,6 @@
 """Stage `measure_judge`: how far the consistency judge can be trusted, measured against blind readings.
 
-The judge (mwpgen.judge.judged, chosen on the development labels by bench/compare_judges.py: docs/judge_choice)
+The judge (mwpgen.judge.judged, chosen on the development labels by studies/judge_choice/compare_judges.py)
 accepts a generated problem when the fold's evaluator parses it into exactly its equation and the problem passes a
 reader's surface checks. Its only trained part is that evaluator, trained on the fold's training problems alone. Here
 it reads the fold's blind labels (data/labels/judge: generated problems a reader found right or not, never seeing a

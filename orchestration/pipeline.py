@@ -22,7 +22,7 @@ from typing import NoReturn
 
 from prefect import flow, get_run_logger
 
-from flows.common import DEBUG_ENV, PROJECT_ROOT, _NoTraceback, params_or_exit
+from flows.common import DEBUG_ENV, PROJECT_ROOT, NoTraceback, params_or_exit
 from orchestration import parallel_repro
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
@@ -163,7 +163,7 @@ def main() -> None:
         usage_error(str(e.code))
     if os.environ.get(DEBUG_ENV) != "1":  # a failure is said in one line, below; the stage's own output above it
         for name in ("prefect.flow_runs", "prefect.task_runs"):
-            logging.getLogger(name).addFilter(_NoTraceback())
+            logging.getLogger(name).addFilter(NoTraceback())
     try:
         check_tracking_server()
         with ThreadPoolExecutor(1) as pool:

@@ -153,7 +153,7 @@ class EvaluatorTrainParams(GeneratorTrainParams):
 
 class OursPhaseParams(Section):
     epochs: int = Field(1, ge=0, le=100, description="Passes over the (subsampled) training fold in this phase "
-                        "(0: the phase is skipped, as flows.sweep_selector skips phase 2).")
+                        "(0: the phase is skipped, as the selector sweep skips phase 2).")
     max_steps: int = Field(0, ge=0, description="Stop the phase after this many optimizer steps (0 = no cap).")
 
 
@@ -171,9 +171,9 @@ class OursTrainParams(Section):
     max_train: int = Field(0, ge=0, description="Cap on training examples (0 = experiment.max_train).")
     alpha: float = Field(1.0, ge=0, description="Weight of L_eq (Eq. 7); the paper does not report its value.")
     beta: float = Field(0.1, ge=0, description="Weight of L_c (Eq. 7); the paper does not report its value. 0.1: "
-                        "chosen by flows.sweep_selector (docs/selector_sweep.md).")
+                        "chosen by the selector sweep (studies/selector_sweep).")
     rho: float = Field(0.3, gt=0, lt=1, description="Bernoulli prior of the context selector (Eq. 6); the paper does "
-                       "not report it. 0.3: chosen by flows.sweep_selector (docs/selector_sweep.md).")
+                       "not report it. 0.3: chosen by the selector sweep (studies/selector_sweep).")
     tau: float = Field(1.0, gt=0, description="Gumbel-softmax temperature (supplementary A).")
     relaxation: Literal["gumbel", "softmax"] = Field("gumbel", description="How L_eq relaxes generated tokens "
                                                      "(Table 4: Gumbel-softmax vs softmax).")
@@ -200,7 +200,7 @@ class OursTrainParams(Section):
         "sigma(w^T (m_t + m~_t) + b) started at the prior (this project's default: Eq. 5 cannot tell a "
         "problem's words apart with SmolLM2's embeddings; README, 'Departures').")
     selector_lr: float = Field(0.01, ge=0, le=1, description="Adam learning rate of the selector's 577 "
-                               "parameters (0 = lr, the paper's single rate; 0.01: flows.sweep_selector).")
+                               "parameters (0 = lr, the paper's single rate; 0.01: the selector sweep).")
     mwp2eq_init: Literal["pretrained", "evaluator"] = Field(
         "pretrained", description="Start of the co-trained mwp2eq: the pre-trained LM (the paper), or a copy of "
         "the evaluator (faster on CPU, but correlates training signal and judge).")

@@ -195,8 +195,21 @@ def _check_brackets(symbols: list[str], equation: str) -> None:
         raise EquationError("unparsable", f"unbalanced brackets in {_show(equation)}")
 
 
+# Binding strength; NEGATE / POSITIVE are the unary signs (prefix operators) as postfix writes them.
+NEGATE, POSITIVE = "neg", "pos"
+PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2, NEGATE: 3, POSITIVE: 3, "^": 4}
+_RIGHT_GROUPING = {"^", NEGATE, POSITIVE}
+
+
+def _applied_before(top: str, incoming: str) -> bool:
+    """Whether operator `top`, pending, is applied before the binary operator `incoming` is pushed."""
+    if incoming in _RIGHT_GROUPING:
+        return PRECEDENCE[top] > PRECEDENCE[incoming]
+    return PRECEDENCE[top] >= PRECEDENCE[incoming]
+
+
 class _Reader:
-    """Iterative check of one side against the grammar below; it only validates, symbols are kept as they are.
+    """The one reader of the grammar below: it checks one side and writes it in postfix order (shunting-yard).
 
     expr := term (('+'|'-') term)* ; term := factor (('*'|'/') factor)* ; factor := unary ('^' factor)?
     unary := ('-'|'+') unary | primary ; primary := number | variable | '(' expr ')'
@@ -205,6 +218,10 @@ class _Reader:
     be a parenthesised expression. A two-state machine accepts exactly that, with a stack of open parentheses,
     and reports the same errors at the same symbol as a recursive-descent reading would. Nesting (open
     parentheses plus pending signs) is bounded by MAX_DEPTH.
+
+    Precedence, the one sympy uses too (`equivalent` folds this postfix): `* /` bind tighter than `+ -`, a unary
+    sign tighter than `* /` but looser than `^`, so `-a^b` is `-(a^b)` and `2^-1` is `2^(-1)`; `^` groups to
+    the right (`a^b^c` = `a^(b^c)`). Unary signs are written NEGATE / POSITIVE in the postfix.
     """
 
     def __init__(self, symbols: list[str], source: str):
@@ -221,9 +238,12 @@ class _Reader:
                                 f"signs; limit {MAX_DEPTH}) at symbol {pos + 1} in {_show(self.source)}")
         return nesting
 
-    def read(self) -> None:
+    def read(self) -> list[str]:
+        """The side's symbols in postfix order, or EquationError naming the first symbol at fault."""
         if not self.symbols:
             self._fail("empty expression", 0)
+        out: list[str] = []
+        pending: list[str] = []  # operators, unary signs and "(" not yet written
         open_signs: list[int] = []  # for each open '(', the signs pending before it
         signs = nesting = 0
         want_operand = True
@@ -232,26 +252,37 @@ class _Reader:
                 if s in ("-", "+"):
                     signs += 1
                     nesting = self._deeper(nesting + 1, pos)
+                    pending.append(NEGATE if s == "-" else POSITIVE)  # prefix: nothing to its left to pop
                 elif s == "(":
                     open_signs.append(signs)
                     signs = 0
                     nesting = self._deeper(nesting + 1, pos)
+                    pending.append(s)
                 elif s in OPERATORS or s in (")", "="):
                     self._fail("expected a number, variable or '('", pos)
                 else:  # number or variable: the pending signs apply to it
                     nesting -= signs
                     signs = 0
                     want_operand = False
+                    out.append(s)
             elif s in OPERATORS:
+                while pending and pending[-1] != "(" and _applied_before(pending[-1], s):
+                    out.append(pending.pop())
+                pending.append(s)
                 want_operand = True
             elif s == ")" and open_signs:
                 nesting -= 1 + open_signs.pop()
+                while pending[-1] != "(":
+                    out.append(pending.pop())
+                pending.pop()
             else:
                 self._fail("expected ')'" if open_signs else "unexpected symbol", pos)
         if want_operand:
             self._fail("expected a number, variable or '('", len(self.symbols))
         if open_signs:
             self._fail("expected ')'", len(self.symbols))
+        out.extend(reversed(pending))
+        return out
 
     def check_division(self) -> None:
         """Reject `/` whose divisor is a literal zero, possibly signed and parenthesised: `/ 0`, `/ ( - 0 )`."""
@@ -331,21 +362,41 @@ def _closing(symbols: list[str], start: int) -> int | None:
     return None
 
 
+def postfix_rhs(symbols: list[str]) -> list[str]:
+    """The right-hand side of `x = ...` (symbols from normalize_equation) in postfix order: what `equivalent` and
+    mwpgen.generate.arithmetic fold, so the grammar is read in one place."""
+    return _Reader(symbols[2:], equation_string(symbols)).read()
+
+
 def _sympy_rhs(symbols: list[str]):
     """The right-hand side of `x = ...` (symbols from normalize_equation) as a sympy expression: numK tokens and
     constants-as-written become symbols and exact rationals."""
     import sympy
 
-    pieces = []
-    for s in symbols[2:]:
-        if is_num_token(s):
-            pieces.append(f"Symbol('{s}')")
-        elif is_number(s):
-            pieces.append(f"(Rational('{s[:-1]}')/100)" if s.endswith("%") else f"Rational('{s}')")
+    stack = []
+    for s in postfix_rhs(symbols):
+        if s in (NEGATE, POSITIVE):
+            stack.append(-stack.pop() if s == NEGATE else stack.pop())
+        elif s in PRECEDENCE:
+            right, left = stack.pop(), stack.pop()
+            stack.append(_sympy_apply(s, left, right))
+        elif is_num_token(s):
+            stack.append(sympy.Symbol(s))
         else:
-            pieces.append({"^": "**"}.get(s, s))  # operators and parentheses only (normalize_equation checked)
-    return sympy.parse_expr(" ".join(pieces), local_dict={"Symbol": sympy.Symbol, "Rational": sympy.Rational},
-                            evaluate=True)
+            stack.append(sympy.Rational(s[:-1]) / 100 if s.endswith("%") else sympy.Rational(s))
+    return stack[0]
+
+
+def _sympy_apply(op: str, left, right):
+    if op == "+":
+        return left + right
+    if op == "-":
+        return left - right
+    if op == "*":
+        return left * right
+    if op == "/":
+        return left / right
+    return left ** right
 
 
 def equivalent(predicted: str, reference: str) -> bool:

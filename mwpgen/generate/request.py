@@ -209,7 +209,7 @@ def read_equation(value: Any) -> tuple[str, dict[str, str]]:
             s = token_of[v]
         masked.append(s)
     try:
-        arithmetic.value(masked[2:], {k: number_value(v) for k, v in values.items()})
+        arithmetic.value(masked, {k: number_value(v) for k, v in values.items()})
     except arithmetic.Undefined:
         raise RequestError("equation", f"{_show(value.strip())} has no value (division by zero, or a power that is "
                            f"not a whole number up to {arithmetic.MAX_EXPONENT})") from None
@@ -384,7 +384,7 @@ def evaluate(equation: str, values: Mapping[str, Fraction | int]) -> Fraction | 
     is not a whole number up to 64, a token without a value, an unreadable equation) or too large to compute
     (mwpgen.generate.arithmetic)."""
     try:
-        return arithmetic.value(normalize_equation(equation)[2:], values)
+        return arithmetic.value(normalize_equation(equation), values)
     except (EquationError, arithmetic.Undefined, arithmetic.TooLarge):
         return None
 
@@ -395,7 +395,7 @@ def auto_numbers(equation: str, seed: int) -> dict[str, int]:
     names = [f"num{t}" for t in tokens]
     if len(names) > len(AUTO_RANGE):
         raise RequestError("numbers", f"auto draws at most {len(AUTO_RANGE)} numbers; this equation has {len(names)}")
-    symbols = normalize_equation(equation)[2:]
+    symbols = normalize_equation(equation)
     rng = random.Random(seed)
     for _ in range(AUTO_TRIES):
         values = dict(zip(names, rng.sample(AUTO_RANGE, len(names))))

@@ -1,5 +1,5 @@
 """A trained ours answering generation requests (mwpgen.generate.request): the one code path behind `mwpgen
-generate`, the MLflow model (tracking/pyfunc_model.py) and bench/verify_k.py.
+generate`, the MLflow model (tracking/pyfunc_model.py) and studies/verify_k/.
 
 For a request it
 1. builds the generator's prompt exactly as training and the generate stage do (mwpgen.ours.inputs.prompt_embeddings):

@@ -155,7 +155,7 @@ def free_running_problems(model, prompts: Sequence[torch.Tensor], eos_id: int, m
     The tokens are written without a graph (a KV-cached decoding) and then scored in ONE teacher-forced pass over
     prompt + M', whose logits at each position are conditioned on what the generator wrote before it: L_eq's
     gradient reaches every f_{Theta,t}, but not through the fed-back inputs of the later steps.
-    `feedback_gradient` keeps that path too (every step in the graph): measured in bench/bench_joint_step.py at
+    `feedback_gradient` keeps that path too (every step in the graph): measured in benchmarks/bench_joint_step.py at
     several times the cost of the whole step, for a gradient that straight-through only approximates anyway."""
     from mwpgen.ours.inputs import pad_rows
 

@@ -9,7 +9,7 @@ first the context words' token embeddings, then zero vectors.
   (selector.py, step 4). The selected words come first, in a fresh order per example, and the
   unselected ones follow as zero vectors. They stay in the sequence because the straight-through gradient of
   their c comes from there.
-- Inference: the words with q > threshold (or a user's keywords, mwpgen/service.py), then zero vectors.
+- Inference: the words with q > threshold (or a user's keywords, mwpgen/generate/service.py), then zero vectors.
 - tfidf / noun keywords: the given keywords' tokens (the caller applies keyword dropout), then zero vectors.
 So what a model reads at test time is what it read in training, and it reveals nothing of the reference problem
 but the selected words. The slot's width is fixed for that reason: with one zero vector per unselected word, the

@@ -13,7 +13,7 @@ Reading of the paper (Section 2.3 + supplementary "Training Details"):
            generator's soft problems could learn to decode E from anything the generator emits,
            weakening the constraint; `mwp2eq_phase2: generated` gives the literal "mwp2eq optimised with
            Eq. 4" reading, where one mwp2eq pass (on the soft problem) serves both L_eq's gradient to
-           Theta and Phi's own training: the cheaper phase-2 step (bench/bench_joint_step.py).
+           Theta and Phi's own training: the cheaper phase-2 step (benchmarks/bench_joint_step.py).
 
 Loss scale: the paper's objective is a SUM, L = sum_t L_LM + alpha sum_t L_eq + beta sum_words KL.
 We divide that whole sum by the number of problem (target) tokens in the batch, so the LM part is
