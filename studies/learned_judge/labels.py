@@ -66,9 +66,17 @@ def read_models(root: Path = ROOT) -> list[dict]:
     for folder in sorted(p.parent for p in (root / "studies" / "read_models").glob("*/problems.csv")):
         part_of = {p["uid"]: "test" for p in _rows(folder / "problems.csv")}
         problem_of = {r["uid"]: r["id"] for r in _rows(folder / "key.csv")} if (folder / "key.csv").exists() else {}
-        out += _set(folder, part_of, _first_reading(folder, ["labels_a.csv"]), f"studies/read_models/{folder.name}",
-                    problem_of)
+        out += _set(folder, part_of, _first_reading(folder, ["labels_a.csv", "labels_r[0-9].csv"]),
+                    f"studies/read_models/{folder.name}", problem_of)
     return out
+
+
+def verify_judge(root: Path = ROOT) -> list[dict]:
+    """studies/verify_k/verify_judge: what `--verify K` showed for test equations."""
+    folder = root / "studies" / "verify_k" / "verify_judge" / "reading"
+    key = _rows(folder / "key.csv")
+    return _set(folder, {r["uid"]: "test" for r in key}, _first_reading(folder, ["labels_a.csv"]),
+                "studies/verify_k/verify_judge", {r["uid"]: r.get("id", r["uid"]) for r in key})
 
 
 def labelled(part: str, root: Path = ROOT) -> list[dict]:
@@ -77,7 +85,7 @@ def labelled(part: str, root: Path = ROOT) -> list[dict]:
         raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
     seen: set[tuple[str, str]] = set()
     out = []
-    for r in corpus(root) + judge_labels(root) + verify_pools(root) + read_models(root):
+    for r in corpus(root) + judge_labels(root) + verify_pools(root) + read_models(root) + verify_judge(root):
         if r["part"] == part and (r["equation"], r["problem"]) not in seen:
             seen.add((r["equation"], r["problem"]))
             out.append(r)
