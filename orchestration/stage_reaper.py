@@ -15,38 +15,43 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 GRACE_S = 30.0  # a stage interrupted saves what it has (a checkpoint) before it is killed
-REAPER = f"""
-import os, signal, sys, time
-groups = {{}}
-for line in sys.stdin:
-    verb, pgid, *stage = line.split()
-    if verb == "start":
-        groups[int(pgid)] = " ".join(stage)
-    else:
-        groups.pop(int(pgid), None)
-def alive(pgid):
+
+
+def group_alive(pgid: int) -> bool:
     try:
         os.killpg(pgid, 0)
         return True
     except (ProcessLookupError, PermissionError):
         return False
-live = [g for g in groups if alive(g)]
-for g in live:
-    print(f"pipeline gone: interrupting stage {{groups[g]}} (process group {{g}})", file=sys.stderr, flush=True)
-    os.killpg(g, signal.SIGINT)
-deadline = time.time() + {GRACE_S}
-while time.time() < deadline and any(alive(g) for g in live):
-    time.sleep(0.2)
-for g in live:
-    if alive(g):
-        os.killpg(g, signal.SIGKILL)
-"""
+
+
+def reap(lines) -> None:
+    """The reaper's loop: `start <pgid> <stage>` / `end <pgid>` lines until its input closes, then every group still
+    listed is interrupted, given GRACE_S to stop and killed."""
+    groups: dict[int, str] = {}
+    for line in lines:
+        verb, pgid, *stage = line.split()
+        if verb == "start":
+            groups[int(pgid)] = " ".join(stage)
+        else:
+            groups.pop(int(pgid), None)
+    live = [g for g in groups if group_alive(g)]
+    for g in live:
+        print(f"pipeline gone: interrupting stage {groups[g]} (process group {g})", file=sys.stderr, flush=True)
+        os.killpg(g, signal.SIGINT)
+    deadline = time.time() + GRACE_S
+    while time.time() < deadline and any(group_alive(g) for g in live):
+        time.sleep(0.2)
+    for g in live:
+        if group_alive(g):
+            os.killpg(g, signal.SIGKILL)
 
 
 def running_file(root: Path) -> Path:
@@ -59,8 +64,8 @@ class StageReaper:
     def __init__(self, root: Path):
         self.file = running_file(root)
         self.groups: dict[int, str] = {}
-        self.process = subprocess.Popen([sys.executable, "-c", REAPER], stdin=subprocess.PIPE, text=True,
-                                        start_new_session=True)
+        self.process = subprocess.Popen([sys.executable, "-m", "orchestration.stage_reaper"], stdin=subprocess.PIPE,
+                                        text=True, start_new_session=True, cwd=Path(__file__).resolve().parents[1])
 
     def _tell(self, verb: str, pgid: int, stage: str = "") -> None:
         self.process.stdin.write(f"{verb} {pgid} {stage}\n")
@@ -89,14 +94,7 @@ def leftover_stages(root: Path) -> dict[int, str]:
         listed = json.loads(running_file(root).read_text())
     except (FileNotFoundError, ValueError):
         return {}
-    alive = {}
-    for pgid, stage in listed.items():
-        try:
-            os.killpg(int(pgid), 0)
-            alive[int(pgid)] = stage
-        except (ProcessLookupError, PermissionError, ValueError):
-            pass
-    return alive
+    return {int(pgid): stage for pgid, stage in listed.items() if pgid.isdigit() and group_alive(int(pgid))}
 
 
 def wait_for_leftovers(root: Path, timeout_s: float = GRACE_S + 5) -> dict[int, str]:
@@ -109,3 +107,7 @@ def wait_for_leftovers(root: Path, timeout_s: float = GRACE_S + 5) -> dict[int, 
 
 def describe(leftovers: dict[int, str]) -> str:
     return "; ".join(f"{stage} (pid {pgid}; stop it with: kill -INT -{pgid})" for pgid, stage in leftovers.items())
+
+
+if __name__ == "__main__":
+    reap(sys.stdin)

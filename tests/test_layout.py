@@ -59,3 +59,15 @@ def test_a_forced_rerun_the_readme_shows_names_its_one_stage():
     """`dvc repro -f STAGE` forces every upstream stage too; `-s` is what reruns the stage alone."""
     for command in re.findall(r"dvc repro -f[^`\n]*", README):
         assert " -s " in f" {command} ", command
+
+
+def test_the_readme_results_are_the_committed_scores():
+    """The Results table's automatic metrics are the committed run's (results/scores), to the digits shown."""
+    import json
+
+    table = _section(README, "Results")
+    for model, label in (("gpt_pre", "| GPT-pre"), ("ours", "| ours (")):
+        row = next(line for line in table.splitlines() if line.startswith(label))
+        scores = json.loads((ROOT / "results" / "scores" / model / "arithmetic" / "fold0.json").read_text())
+        for key in ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged"):
+            assert f"{scores[key]:.3f}" in row, f"README's {model} row does not show {key} = {scores[key]:.3f}"

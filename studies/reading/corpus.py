@@ -1,0 +1,277 @@
+"""A reading corpus to learn a judge from: generated problems for the training-fold and validation equations of one
+fold, read blind. Test equations never enter it (they only measure: data/labels/evaluator/README.md).
+
+    python -m studies.reading.corpus draw models/ours/arithmetic/fold0 --model ours --split validation --n 100
+    python -m studies.reading.corpus draw models/ours/arithmetic/fold0 --model ours --split train --n 400
+    python -m studies.reading.corpus draw models/gpt_pre/arithmetic/fold0 --model gpt_pre --split train --n 400
+    python -m studies.reading.corpus build      # the blind reading set and its reader batches
+    python -m studies.reading.corpus score      # agreement on the overlap; share read right by shape, model, source
+
+`draw` takes a seeded draw of `--n` equations of the split, weighted by shape (SHAPE_WEIGHT: the shapes where right
+problems are rare, subtraction, division and two operators, are drawn twice as often), and for each writes the
+greedy problem and `--k` top-p samples at each `--temperature` (the service's setting is T = 1, top-p 0.9; lower
+temperatures give more right problems, so right and wrong both occur). Ours decodes as `mwpgen generate` does
+(mwpgen.generate.service: the selector's context, the same prompt and decoding); GPT-pre as the generate stage
+does (the heuristic keywords of the problem as context). Every candidate is kept with its source
+(<out>/candidates/<model>_<split>.csv); nothing a judge computes is stored, so reading stays blind.
+
+`build` puts every distinct (equation, problem) of every candidates file into one shuffled set (problems.csv:
+uid, equation, problem; key.csv: where each came from), a seeded overlap of OVERLAP problems to be read twice, and
+reader batches of BATCH problems (batches/batch_NN.csv) for readers side by side. Built again after more draws, it
+keeps every uid already given (so labels stay attached) and appends the new problems. Labels go to
+labels/batch_NN.csv and labels/overlap.csv (uid,label,note).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "data" / "labels" / "corpus"
+SPLITS = ("train", "validation")
+MODELS = ("ours", "gpt_pre")
+SHAPE_WEIGHT = {"+": 1.0, "*": 1.0, "-": 2.0, "/": 2.0, "^": 2.0, "two operators": 2.0, "three or more operators": 2.0}
+CANDIDATE_COLUMNS = ["split", "id", "equation", "shape", "context", "model", "source", "sample", "generated"]
+KEY_COLUMNS = ["uid", "split", "id", "shape", "model", "source", "sample"]
+OVERLAP = 200
+BATCH = 250
+SEED = 2021
+
+
+def shape(equation: str) -> str:
+    """The equation's shape: its one binary operator, or how many it has."""
+    from mwpgen.data.equations import normalize_equation, postfix_rhs
+
+    operators = [s for s in postfix_rhs(normalize_equation(equation)) if s in ("+", "-", "*", "/", "^")]
+    if len(operators) == 1:
+        return operators[0]
+    return "two operators" if len(operators) == 2 else "three or more operators"
+
+
+def weighted_draw(records: list[dict], n: int, seed: str) -> list[dict]:
+    """`n` records without replacement, each with probability in proportion to its shape's weight
+    (Efraimidis & Spirakis: the n largest u^(1/w)); seeded, in draw order."""
+    rng = random.Random(seed)
+    keyed = [(rng.random() ** (1.0 / SHAPE_WEIGHT[shape(r["equation"])]), i) for i, r in enumerate(records)]
+    return [records[i] for _, i in sorted(keyed, reverse=True)[:n]]
+
+
+def _write_rows(path: Path, records: list[dict], columns: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".partial")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, columns)
+        writer.writeheader()
+        writer.writerows({k: r[k] for k in columns} for r in records)
+    tmp.replace(path)
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _records(args: argparse.Namespace) -> list[dict]:
+    from mwpgen.config.schema import load_params
+    from mwpgen.data.folds import load_fold
+
+    exp = load_params(args.params).experiment
+    fold = load_fold(args.data, args.dataset, args.fold, seed=exp.seed, validation_size=exp.validation_size)
+    records = fold.validation if args.split == "validation" else fold.train
+    return weighted_draw(records, min(args.n, len(records)), f"{args.seed}:corpus:{args.split}")
+
+
+def _sources(args: argparse.Namespace) -> list[tuple[str, dict]]:
+    """(source name, decoding settings): the greedy problem, then `k` samples per temperature."""
+    return [("greedy", dict(decoding="greedy"))] + [
+        (f"T={t:g}", dict(decoding="top_p", temperature=t, top_p=args.top_p)) for t in args.temperature]
+
+
+def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
+    import torch
+
+    from mwpgen.generate.request import Request
+    from mwpgen.generate.service import Service, bundle_folder
+    from mwpgen.ours.bundle import load_bundle, load_mwp2eq
+    from mwpgen.runtime import resolve_device
+    from studies.verify_k.verify_k import fold_contexts
+
+    device = resolve_device(args.device)
+    folder = bundle_folder(args.checkpoint)
+    generator, tokenizer, selector, settings = load_bundle(folder, device)
+    if selector is None:
+        raise SystemExit(f"error: {folder} uses heuristic keywords, which exist for test problems only: a corpus "
+                         "needs a bundle with a trained selector")
+    service = Service(generator, tokenizer, load_mwp2eq(folder, device), settings)
+    contexts = fold_contexts(selector, settings, tokenizer, records, args.dataset, args.fold)
+    out, start = [], time.perf_counter()
+    with torch.inference_mode():
+        for i, (record, context) in enumerate(zip(records, contexts)):
+            for source, decoding in _sources(args):
+                request = Request(equation=record["equation"], context=tuple(context), given=record["equation"],
+                                  n=1, seed=args.seed + i, verify=0 if source == "greedy" else args.k,
+                                  max_new_tokens=args.max_new_tokens, **decoding)
+                texts = service.samples(service.check(request), service.prompt(request))
+                out += _candidates(args, record, " ".join(context), source, texts)
+            _progress(args, i, len(records), len(out), start)
+    return out
+
+
+def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
+    from mwpgen.config.schema import load_params
+    from mwpgen.io import read_jsonl
+    from mwpgen.lm.decoding import generate_texts
+    from mwpgen.lm.loading import load_trained
+    from mwpgen.lm.prompts import generator_prompt
+    from mwpgen.paths import FoldPaths
+    from mwpgen.runtime import resolve_device
+
+    device = resolve_device(args.device)
+    model, tokenizer = load_trained(args.checkpoint, device)
+    context_kind = load_params(args.params).keywords.baseline_context
+    keywords_file = FoldPaths(args.data.parent, None, args.dataset, args.fold).keywords
+    keywords = {r["id"]: r[context_kind] for r in read_jsonl(keywords_file) if r["split"] == "train"}
+    out, start = [], time.perf_counter()
+    for i, record in enumerate(records):
+        context = keywords[record["id"]]
+        prompt = generator_prompt(record["equation"], context)
+        for source, decoding in _sources(args):
+            copies = 1 if source == "greedy" else args.k
+            texts = generate_texts(model, tokenizer, [prompt] * copies, batch_size=16, seed=args.seed + i,
+                                   max_new_tokens=args.max_new_tokens, device=device, **decoding)
+            out += _candidates(args, record, " ".join(context), source, texts)
+        _progress(args, i, len(records), len(out), start)
+    return out
+
+
+def _candidates(args, record: dict, context: str, source: str, texts: list[str]) -> list[dict]:
+    """One row per distinct text of this source, in sampling order; an empty text is not a problem to read."""
+    first: dict[str, int] = {}
+    for j, t in enumerate(texts):
+        if t:
+            first.setdefault(t, j)
+    return [{"split": args.split, "id": record["id"], "equation": record["equation"],
+             "shape": shape(record["equation"]), "context": context, "model": args.model, "source": source,
+             "sample": j, "generated": t} for t, j in first.items()]
+
+
+def _progress(args, i: int, n: int, candidates: int, start: float) -> None:
+    if (i + 1) % 10 == 0 or i + 1 == n:
+        print(f"{args.model} {args.split}: {i + 1}/{n} equations, {candidates} candidates, "
+              f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+
+
+def draw(args: argparse.Namespace) -> Path:
+    records = _records(args)
+    rows = (_draw_ours if args.model == "ours" else _draw_gpt_pre)(args, records)
+    path = args.out / "candidates" / f"{args.model}_{args.split}.csv"
+    _write_rows(path, rows, CANDIDATE_COLUMNS)
+    print(f"{len(rows)} candidates for {len(records)} equations -> {path}", file=sys.stderr)
+    return path
+
+
+def build(out: Path) -> None:
+    """The blind set of every candidates file; uids already given keep their problem, new problems are appended."""
+    shown = [r for path in sorted((out / "candidates").glob("*.csv")) for r in _rows(path)]
+    problems_file = out / "problems.csv"
+    known = {(p["equation"], p["problem"]): p["uid"] for p in _rows(problems_file)} if problems_file.exists() else {}
+    distinct: dict[tuple[str, str], list[dict]] = {}
+    for r in shown:
+        distinct.setdefault((r["equation"], r["generated"]), []).append(r)
+    new = sorted(set(distinct) - set(known))
+    random.Random(f"{SEED}:{len(known)}").shuffle(new)
+    for n, pair in enumerate(new, start=len(known) + 1):
+        known[pair] = f"k{n:05d}"
+    order = sorted(known.items(), key=lambda kv: kv[1])
+    problems = [{"uid": uid, "equation": eq, "problem": text} for (eq, text), uid in order]
+    _write_rows(problems_file, problems, ["uid", "equation", "problem"])
+    key = [{"uid": known[pair], **{k: r[k] for k in KEY_COLUMNS[1:]}} for pair, rs in distinct.items() for r in rs]
+    _write_rows(out / "key.csv", sorted(key, key=lambda r: r["uid"]), KEY_COLUMNS)
+    overlap_file = out / "batches" / "overlap.csv"
+    if not overlap_file.exists():  # drawn once, from the first build's problems, so a second reading stays valid
+        chosen = sorted(random.Random(SEED + 1).sample([p["uid"] for p in problems], min(OVERLAP, len(problems))))
+        by_uid = {p["uid"]: p for p in problems}
+        _write_rows(overlap_file, [by_uid[u] for u in chosen], ["uid", "equation", "problem"])
+    for b in range(0, len(problems), BATCH):
+        _write_rows(out / "batches" / f"batch_{b // BATCH + 1:02d}.csv", problems[b:b + BATCH],
+                    ["uid", "equation", "problem"])
+    print(f"{len(problems)} distinct problems ({len(new)} new) of {len(shown)} candidates; "
+          f"{-(-len(problems) // BATCH)} batches of {BATCH}; overlap {OVERLAP} -> {out}")
+
+
+def _labels(path: Path) -> dict[str, int]:
+    labels = {}
+    for line, r in enumerate(_rows(path), start=2):
+        if r.get("label") not in ("0", "1"):
+            raise SystemExit(f"error: {path}:{line}: label must be 0 or 1, got {r.get('label')!r}")
+        labels[r["uid"]] = int(r["label"])
+    return labels
+
+
+def score(out: Path) -> dict:
+    """Agreement on the overlap and the share read right by shape, model and source (first reading)."""
+    first: dict[str, int] = {}
+    for path in sorted((out / "labels").glob("batch_*.csv")):
+        first |= _labels(path)
+    second = _labels(out / "labels" / "overlap.csv") if (out / "labels" / "overlap.csv").exists() else {}
+    both = [u for u in second if u in first]
+    agree = sum(first[u] == second[u] for u in both)
+    key = [r for r in _rows(out / "key.csv") if r["uid"] in first]
+    groups: dict[str, dict[str, list[int]]] = collections.defaultdict(lambda: collections.defaultdict(list))
+    seen: set[tuple[str, str]] = set()
+    for r in key:
+        for by in ("shape", "model", "source", "split"):
+            if (r["uid"], by + r[by]) not in seen:  # a text two sources share counts once per group
+                seen.add((r["uid"], by + r[by]))
+                groups[by][r[by]].append(first[r["uid"]])
+    result = {"read": len(first), "right": sum(first.values()), "overlap_read_twice": len(both),
+              "overlap_agree": agree,
+              "by": {by: {k: {"n": len(v), "right": sum(v)} for k, v in sorted(g.items())} for by, g in groups.items()}}
+    (out / "reading.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=2))
+    return result
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("draw", help="generate candidates for a seeded, shape-weighted draw of equations")
+    d.add_argument("checkpoint", type=Path, help="ours: a bundle or MLflow model folder; gpt_pre: its model folder")
+    d.add_argument("--model", choices=MODELS, required=True)
+    d.add_argument("--split", choices=SPLITS, required=True)
+    d.add_argument("--dataset", default="arithmetic")
+    d.add_argument("--fold", type=int, default=0)
+    d.add_argument("--n", type=int, default=100, help="equations drawn from the split")
+    d.add_argument("--k", type=int, default=3, help="samples per temperature")
+    d.add_argument("--temperature", type=float, nargs="+", default=[0.7, 1.0])
+    d.add_argument("--top-p", type=float, default=0.9)
+    d.add_argument("--seed", type=int, default=SEED)
+    d.add_argument("--max-new-tokens", type=int, default=80)
+    d.add_argument("--params", type=Path, default=ROOT / "params.yaml")
+    d.add_argument("--data", type=Path, default=ROOT / "data", help="the project's data folder (processed, splits)")
+    d.add_argument("--device", default="auto")
+    d.add_argument("--out", type=Path, default=OUT)
+    for name, help_text in (("build", "the blind reading set and reader batches"),
+                            ("score", "agreement and the share read right")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    if args.command == "draw":
+        if args.k < 1 or args.n < 1:
+            ap.error("--k and --n must be >= 1")
+        draw(args)
+    elif args.command == "build":
+        build(args.out)
+    else:
+        score(args.out)
+
+
+if __name__ == "__main__":
+    main()
