@@ -120,7 +120,7 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
                                   max_new_tokens=args.max_new_tokens, **decoding)
                 texts = service.samples(service.check(request), service.prompt(request))
                 out += _candidates(args, record, " ".join(context), source, texts)
-            _progress(args, i, len(records), len(out), start)
+            _progress(args, i, len(records), out, start)
     return out
 
 
@@ -147,7 +147,7 @@ def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
             texts = generate_texts(model, tokenizer, [prompt] * copies, batch_size=16, seed=args.seed + i,
                                    max_new_tokens=args.max_new_tokens, device=device, **decoding)
             out += _candidates(args, record, " ".join(context), source, texts)
-        _progress(args, i, len(records), len(out), start)
+        _progress(args, i, len(records), out, start)
     return out
 
 
@@ -162,16 +162,22 @@ def _candidates(args, record: dict, context: str, source: str, texts: list[str])
              "sample": j, "generated": t} for t, j in first.items()]
 
 
-def _progress(args, i: int, n: int, candidates: int, start: float) -> None:
+def _progress(args, i: int, n: int, rows: list[dict], start: float) -> None:
+    """Every 10 equations the candidates so far are written (atomically), so a stopped draw keeps them."""
     if (i + 1) % 10 == 0 or i + 1 == n:
-        print(f"{args.model} {args.split}: {i + 1}/{n} equations, {candidates} candidates, "
+        _write_rows(_candidates_file(args), rows, CANDIDATE_COLUMNS)
+        print(f"{args.model} {args.split}: {i + 1}/{n} equations, {len(rows)} candidates, "
               f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+
+
+def _candidates_file(args) -> Path:
+    return args.out / "candidates" / f"{args.model}_{args.split}.csv"
 
 
 def draw(args: argparse.Namespace) -> Path:
     records = _records(args)
     rows = (_draw_ours if args.model == "ours" else _draw_gpt_pre)(args, records)
-    path = args.out / "candidates" / f"{args.model}_{args.split}.csv"
+    path = _candidates_file(args)
     _write_rows(path, rows, CANDIDATE_COLUMNS)
     print(f"{len(rows)} candidates for {len(records)} equations -> {path}", file=sys.stderr)
     return path
