@@ -116,9 +116,13 @@ def test_ctrl_c_stops_the_pipeline_in_one_line(project):
     import signal
     import subprocess
 
+    from orchestration.prefect_api import sigint_at_default
+
     dest, env = project
+    # As from a terminal: a suite started in the background (`nohup ... &`) hands its children SIGINT ignored.
     proc = subprocess.Popen([sys.executable, "-m", "orchestration.pipeline", "--force", "preprocess"], cwd=dest,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=sigint_at_default)
     seen = []
     for line in proc.stdout:
         seen.append(line)
