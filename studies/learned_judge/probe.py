@@ -119,6 +119,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", type=Path, help="a causal LM folder (the fold's evaluator by default choice)")
     ap.add_argument("--cross-validate", choices=readings.PARTS, help="k-fold within one part's labels")
+    ap.add_argument("--fit", choices=readings.PARTS, help="fit on this part's labels ...")
+    ap.add_argument("--score", choices=readings.PARTS, help="... and score on this one's")
     ap.add_argument("--l2", type=float, nargs="+", default=[1.0, 10.0, 100.0, 1000.0])
     ap.add_argument("--layers", type=int, nargs="+", default=[-1], help="hidden layers to probe (0 = embeddings)")
     ap.add_argument("--out", type=Path, help="write the figures as JSON here")
@@ -127,6 +129,25 @@ def main(argv=None) -> None:
     from mwpgen.lm.loading import load_trained
 
     model, tokenizer = load_trained(args.model, "cpu")
+    if args.fit:
+        fit_rows, score_rows = readings.labelled(args.fit), readings.labelled(args.score)
+        h_fit = embeddings(model, tokenizer, [r["problem"] for r in fit_rows], [r["equation"] for r in fit_rows])
+        h_score = embeddings(model, tokenizer, [r["problem"] for r in score_rows],
+                             [r["equation"] for r in score_rows])
+        y_fit = torch.tensor([r["label"] for r in fit_rows])
+        y_score = [r["label"] for r in score_rows]
+        result = {"model": str(args.model), "fit": args.fit, "n_fit": len(fit_rows), "right_fit": int(y_fit.sum()),
+                  "score": args.score, "n_score": len(score_rows), "right_score": sum(y_score), "by_layer": {}}
+        for layer in args.layers:
+            for l2 in args.l2:
+                p = probability(fit(h_fit[layer], y_fit, l2), h_score[layer]).tolist()
+                result["by_layer"][f"{layer} l2={l2:g}"] = {
+                    "auc": round(auc(p, y_score), 4),
+                    "precision_at_recall_0.5": round(precision_at_recall(p, y_score, 0.5), 4)}
+        print(json.dumps(result, indent=1))
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        return
     rows = readings.labelled(args.cross_validate)
     start = time.perf_counter()
     if args.cache and args.cache.exists():
