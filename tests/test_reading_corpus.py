@@ -36,7 +36,7 @@ def test_weighted_draw_is_seeded_distinct_and_favours_the_rare_shapes():
 def _candidates(out, name, pairs):
     rows = [{"split": "train", "id": str(i), "equation": eq, "shape": corpus.shape(eq), "context": "c",
              "model": "ours", "source": "greedy", "sample": 0, "generated": text} for i, (eq, text) in enumerate(pairs)]
-    corpus._write_rows(out / "candidates" / f"{name}.csv", rows, corpus.CANDIDATE_COLUMNS)
+    corpus.blind_reading.write_rows(out / "candidates" / f"{name}.csv", rows, corpus.CANDIDATE_COLUMNS)
 
 
 def _read(path):

@@ -140,25 +140,34 @@ class JudgeModel:
         return cls(**{**d, "use": tuple(d["use"])})
 
 
+def logistic_regression(x: torch.Tensor, y: torch.Tensor, l2: float, *, steps: int,
+                        tolerance: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """L2-penalised logistic regression on standardised x [N, F] by Newton steps (at most `steps`, until no weight
+    moves by `tolerance`): (weights with the bias last, mean, std). The bias is not shrunk."""
+    x = x.double()
+    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+    z = torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=torch.float64)], 1)
+    y = y.double()
+    w = torch.zeros(z.shape[1], dtype=torch.float64)
+    penalty = torch.full((z.shape[1],), float(l2), dtype=torch.float64)
+    penalty[-1] = 0.0
+    for _ in range(steps):
+        p = torch.sigmoid(z @ w)
+        grad = z.T @ (p - y) + penalty * w
+        hess = z.T @ (z * (p * (1 - p)).unsqueeze(1)) + torch.diag(penalty)
+        step = torch.linalg.solve(hess, grad)
+        w = w - step
+        if float(step.abs().max()) < tolerance:
+            break
+    return w, mean, std
+
+
 def fit(feats: Sequence[Features], labels: Sequence[int], use: Sequence[str] = FEATURE_NAMES,
         l2: float = 1.0) -> JudgeModel:
     """Maximum-likelihood logistic regression with an L2 penalty (Newton steps: a convex problem of a few weights)."""
     cols = [FEATURE_NAMES.index(u) for u in use]
     x = torch.tensor([[f.vector()[c] for c in cols] for f in feats], dtype=torch.float64)
-    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
-    x = torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=torch.float64)], 1)
-    y = torch.tensor(list(labels), dtype=torch.float64)
-    w = torch.zeros(x.shape[1], dtype=torch.float64)
-    penalty = torch.full((x.shape[1],), l2, dtype=torch.float64)
-    penalty[-1] = 0.0  # the bias is not shrunk
-    for _ in range(50):
-        p = torch.sigmoid(x @ w)
-        grad = x.T @ (p - y) + penalty * w
-        hess = x.T @ (x * (p * (1 - p)).unsqueeze(1)) + torch.diag(penalty)
-        step = torch.linalg.solve(hess, grad)
-        w = w - step
-        if float(step.abs().max()) < 1e-10:
-            break
+    w, mean, std = logistic_regression(x, torch.tensor(list(labels)), l2, steps=50, tolerance=1e-10)
     return JudgeModel(weights=w[:-1].tolist(), bias=float(w[-1]), mean=mean.tolist(), std=std.tolist(), use=tuple(use))
 
 

@@ -111,6 +111,8 @@ def auc(scores, labels) -> float:
     """P(a consistent problem scores above an inconsistent one), ties half."""
     pos = [s for s, y in zip(scores, labels) if y]
     neg = [s for s, y in zip(scores, labels) if not y]
+    if not pos or not neg:
+        return float("nan")
     return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
 
 

@@ -6,23 +6,19 @@ kept once, with the first set's label (data/labels/corpus first).
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
+
+from studies.reading import blind_reading
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = ("train", "validation", "test")
-
-
-def _rows(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def _first_reading(folder: Path, files: list[str]) -> dict[str, int]:
     labels: dict[str, int] = {}
     for name in files:
         for path in sorted(folder.glob(name)):
-            labels |= {r["uid"]: int(r["label"]) for r in _rows(path)}
+            labels |= {r["uid"]: int(r["label"]) for r in blind_reading.rows(path)}
     return labels
 
 
@@ -32,14 +28,14 @@ def _set(folder: Path, part_of: dict[str, str], labels: dict[str, int], source: 
     problem are one group, kept on one side of any split of the labels."""
     return [{"part": part_of[p["uid"]], "equation": p["equation"], "problem": p["problem"], "label": labels[p["uid"]],
              "source": source, "group": problem_of.get(p["uid"], p["uid"])}
-            for p in _rows(folder / "problems.csv") if p["uid"] in labels and p["uid"] in part_of]
+            for p in blind_reading.rows(folder / "problems.csv") if p["uid"] in labels and p["uid"] in part_of]
 
 
 def corpus(root: Path = ROOT) -> list[dict]:
     folder = root / "data" / "labels" / "corpus"
     if not (folder / "key.csv").exists():
         return []
-    key = _rows(folder / "key.csv")
+    key = blind_reading.rows(folder / "key.csv")
     return _set(folder, {r["uid"]: r["split"] for r in key}, _first_reading(folder / "labels", ["batch_*.csv"]),
                 "data/labels/corpus", {r["uid"]: r["id"] for r in key})
 
@@ -47,7 +43,7 @@ def corpus(root: Path = ROOT) -> list[dict]:
 def judge_labels(root: Path = ROOT) -> list[dict]:
     """data/labels/judge: its dev part is validation equations, its test part test equations."""
     folder = root / "data" / "labels" / "judge"
-    sources = _rows(folder / "sources.csv")
+    sources = blind_reading.rows(folder / "sources.csv")
     part_of = {r["uid"]: {"dev": "validation"}.get(r["part"], r["part"]) for r in sources}
     return _set(folder, part_of, _first_reading(folder, ["labels_[abcd].csv"]), "data/labels/judge",
                 {r["uid"]: r["dataset_id"] for r in sources})
@@ -55,7 +51,7 @@ def judge_labels(root: Path = ROOT) -> list[dict]:
 
 def verify_pools(root: Path = ROOT) -> list[dict]:
     folder = root / "studies" / "verify_pools" / "reading"
-    key = _rows(folder / "key.csv")
+    key = blind_reading.rows(folder / "key.csv")
     return _set(folder, {r["uid"]: r["split"] for r in key}, _first_reading(folder, ["labels_a.csv"]),
                 "studies/verify_pools", {r["uid"]: r["id"] for r in key})
 
@@ -64,8 +60,8 @@ def read_models(root: Path = ROOT) -> list[dict]:
     """studies/read_models: greedy problems of every model for the same 100 test equations."""
     out = []
     for folder in sorted(p.parent for p in (root / "studies" / "read_models").glob("*/problems.csv")):
-        part_of = {p["uid"]: "test" for p in _rows(folder / "problems.csv")}
-        problem_of = {r["uid"]: r["id"] for r in _rows(folder / "key.csv")} if (folder / "key.csv").exists() else {}
+        part_of = {p["uid"]: "test" for p in blind_reading.rows(folder / "problems.csv")}
+        problem_of = {r["uid"]: r["id"] for r in blind_reading.rows(folder / "key.csv")} if (folder / "key.csv").exists() else {}
         out += _set(folder, part_of, _first_reading(folder, ["labels_a.csv", "labels_r[0-9].csv"]),
                     f"studies/read_models/{folder.name}", problem_of)
     return out
@@ -74,7 +70,7 @@ def read_models(root: Path = ROOT) -> list[dict]:
 def verify_judge(root: Path = ROOT) -> list[dict]:
     """studies/verify_k/verify_judge: what `--verify K` showed for test equations."""
     folder = root / "studies" / "verify_k" / "verify_judge" / "reading"
-    key = _rows(folder / "key.csv")
+    key = blind_reading.rows(folder / "key.csv")
     return _set(folder, {r["uid"]: "test" for r in key}, _first_reading(folder, ["labels_a.csv"]),
                 "studies/verify_k/verify_judge", {r["uid"]: r.get("id", r["uid"]) for r in key})
 

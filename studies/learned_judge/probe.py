@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 import time
@@ -23,6 +22,8 @@ from typing import Sequence
 
 import torch
 
+from studies.judge_choice.candidates import logistic_regression
+from studies.judge_choice.compare_judges import auc, precision_at_recall
 from studies.learned_judge import labels as readings
 
 PROMPT = "problem: {problem} equation: {equation} consistent:"
@@ -51,51 +52,14 @@ def embeddings(model, tokenizer, problems: Sequence[str], equations: Sequence[st
 
 
 def fit(x: torch.Tensor, y: torch.Tensor, l2: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """L2-penalised logistic regression on standardised x (Newton steps); returns (weights with bias, mean, std)."""
-    x = x.double()
-    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
-    z = torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=torch.float64)], 1)
-    y = y.double()
-    w = torch.zeros(z.shape[1], dtype=torch.float64)
-    penalty = torch.full((z.shape[1],), float(l2), dtype=torch.float64)
-    penalty[-1] = 0.0
-    for _ in range(100):
-        p = torch.sigmoid(z @ w)
-        grad = z.T @ (p - y) + penalty * w
-        hess = z.T @ (z * (p * (1 - p)).unsqueeze(1)) + torch.diag(penalty)
-        step = torch.linalg.solve(hess, grad)
-        w = w - step
-        if float(step.abs().max()) < 1e-8:
-            break
-    return w, mean, std
+    """(weights with bias, mean, std) of the L2-penalised logistic regression on standardised x."""
+    return logistic_regression(x, y, l2, steps=100, tolerance=1e-8)
 
 
 def probability(model: tuple, x: torch.Tensor) -> torch.Tensor:
     w, mean, std = model
     z = torch.cat([(x.double() - mean) / std, torch.ones(len(x), 1, dtype=torch.float64)], 1)
     return torch.sigmoid(z @ w)
-
-
-def auc(p: Sequence[float], y: Sequence[int]) -> float:
-    """The probability that a random right problem scores above a random wrong one (ties count half)."""
-    pos = [a for a, b in zip(p, y) if b == 1]
-    neg = [a for a, b in zip(p, y) if b == 0]
-    if not pos or not neg:
-        return math.nan
-    wins = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
-    return wins / (len(pos) * len(neg))
-
-
-def precision_at_recall(p: Sequence[float], y: Sequence[int], recall: float) -> float:
-    """Precision of the highest threshold whose accepted problems hold at least `recall` of the right ones."""
-    ranked = sorted(zip(p, y), key=lambda t: -t[0])
-    total = sum(y)
-    tp = 0
-    for n, (_, label) in enumerate(ranked, start=1):
-        tp += label
-        if total and tp / total >= recall:
-            return tp / n
-    return math.nan
 
 
 def cross_validate(x: torch.Tensor, y: torch.Tensor, groups: Sequence[str], l2: float, folds: int = 5,

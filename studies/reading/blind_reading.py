@@ -28,10 +28,14 @@ def rows(path: Path) -> list[dict]:
 
 
 def write_rows(path: Path, records: list[dict], columns: list[str]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    """`records`' `columns` as a CSV, written whole or not at all (a stopped writer leaves the old file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".partial")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, columns)
         writer.writeheader()
         writer.writerows({k: r[k] for k in columns} for r in records)
+    tmp.replace(path)
 
 
 def build(out: Path, shown: list[dict], key_columns: list[str], prefix: str = "r") -> None:

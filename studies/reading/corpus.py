@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import json
 import random
 import sys
 import time
 from pathlib import Path
+
+from studies.reading import blind_reading
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "data" / "labels" / "corpus"
@@ -61,21 +62,6 @@ def weighted_draw(records: list[dict], n: int, seed: str) -> list[dict]:
     rng = random.Random(seed)
     keyed = [(rng.random() ** (1.0 / SHAPE_WEIGHT[shape(r["equation"])]), i) for i, r in enumerate(records)]
     return [records[i] for _, i in sorted(keyed, reverse=True)[:n]]
-
-
-def _write_rows(path: Path, records: list[dict], columns: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".partial")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, columns)
-        writer.writeheader()
-        writer.writerows({k: r[k] for k in columns} for r in records)
-    tmp.replace(path)
-
-
-def _rows(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
 
 
 def _records(args: argparse.Namespace) -> list[dict]:
@@ -165,7 +151,7 @@ def _candidates(args, record: dict, context: str, source: str, texts: list[str])
 def _progress(args, i: int, n: int, rows: list[dict], start: float) -> None:
     """Every 10 equations the candidates so far are written (atomically), so a stopped draw keeps them."""
     if (i + 1) % 10 == 0 or i + 1 == n:
-        _write_rows(_candidates_file(args), rows, CANDIDATE_COLUMNS)
+        blind_reading.write_rows(_candidates_file(args), rows, CANDIDATE_COLUMNS)
         print(f"{args.model} {args.split}: {i + 1}/{n} equations, {len(rows)} candidates, "
               f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
@@ -178,16 +164,16 @@ def draw(args: argparse.Namespace) -> Path:
     records = _records(args)
     rows = (_draw_ours if args.model == "ours" else _draw_gpt_pre)(args, records)
     path = _candidates_file(args)
-    _write_rows(path, rows, CANDIDATE_COLUMNS)
+    blind_reading.write_rows(path, rows, CANDIDATE_COLUMNS)
     print(f"{len(rows)} candidates for {len(records)} equations -> {path}", file=sys.stderr)
     return path
 
 
 def build(out: Path) -> None:
     """The blind set of every candidates file; uids already given keep their problem, new problems are appended."""
-    shown = [r for path in sorted((out / "candidates").glob("*.csv")) for r in _rows(path)]
+    shown = [r for path in sorted((out / "candidates").glob("*.csv")) for r in blind_reading.rows(path)]
     problems_file = out / "problems.csv"
-    known = {(p["equation"], p["problem"]): p["uid"] for p in _rows(problems_file)} if problems_file.exists() else {}
+    known = {(p["equation"], p["problem"]): p["uid"] for p in blind_reading.rows(problems_file)} if problems_file.exists() else {}
     distinct: dict[tuple[str, str], list[dict]] = {}
     for r in shown:
         distinct.setdefault((r["equation"], r["generated"]), []).append(r)
@@ -197,16 +183,16 @@ def build(out: Path) -> None:
         known[pair] = f"k{n:05d}"
     order = sorted(known.items(), key=lambda kv: kv[1])
     problems = [{"uid": uid, "equation": eq, "problem": text} for (eq, text), uid in order]
-    _write_rows(problems_file, problems, ["uid", "equation", "problem"])
+    blind_reading.write_rows(problems_file, problems, ["uid", "equation", "problem"])
     key = [{"uid": known[pair], **{k: r[k] for k in KEY_COLUMNS[1:]}} for pair, rs in distinct.items() for r in rs]
-    _write_rows(out / "key.csv", sorted(key, key=lambda r: r["uid"]), KEY_COLUMNS)
+    blind_reading.write_rows(out / "key.csv", sorted(key, key=lambda r: r["uid"]), KEY_COLUMNS)
     overlap_file = out / "batches" / "overlap.csv"
     if not overlap_file.exists():  # drawn once, from the first build's problems, so a second reading stays valid
         chosen = sorted(random.Random(SEED + 1).sample([p["uid"] for p in problems], min(OVERLAP, len(problems))))
         by_uid = {p["uid"]: p for p in problems}
-        _write_rows(overlap_file, [by_uid[u] for u in chosen], ["uid", "equation", "problem"])
+        blind_reading.write_rows(overlap_file, [by_uid[u] for u in chosen], ["uid", "equation", "problem"])
     for b in range(0, len(problems), BATCH):
-        _write_rows(out / "batches" / f"batch_{b // BATCH + 1:02d}.csv", problems[b:b + BATCH],
+        blind_reading.write_rows(out / "batches" / f"batch_{b // BATCH + 1:02d}.csv", problems[b:b + BATCH],
                     ["uid", "equation", "problem"])
     print(f"{len(problems)} distinct problems ({len(new)} new) of {len(shown)} candidates; "
           f"{-(-len(problems) // BATCH)} batches of {BATCH}; overlap {OVERLAP} -> {out}")
@@ -214,7 +200,7 @@ def build(out: Path) -> None:
 
 def _labels(path: Path) -> dict[str, int]:
     labels = {}
-    for line, r in enumerate(_rows(path), start=2):
+    for line, r in enumerate(blind_reading.rows(path), start=2):
         if r.get("label") not in ("0", "1"):
             raise SystemExit(f"error: {path}:{line}: label must be 0 or 1, got {r.get('label')!r}")
         labels[r["uid"]] = int(r["label"])
@@ -229,7 +215,7 @@ def score(out: Path) -> dict:
     second = _labels(out / "labels" / "overlap.csv") if (out / "labels" / "overlap.csv").exists() else {}
     both = [u for u in second if u in first]
     agree = sum(first[u] == second[u] for u in both)
-    key = [r for r in _rows(out / "key.csv") if r["uid"] in first]
+    key = [r for r in blind_reading.rows(out / "key.csv") if r["uid"] in first]
     groups: dict[str, dict[str, list[int]]] = collections.defaultdict(lambda: collections.defaultdict(list))
     seen: set[tuple[str, str]] = set()
     for r in key:
