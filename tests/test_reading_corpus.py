@@ -93,10 +93,16 @@ def test_draw_with_gpt_pre_writes_only_training_equations(tmp_path):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     model = tiny_model_dir(tmp_path / "tiny", [r["text"] + " " + r["equation"] for r in records]
                            + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE])
-    corpus.main(["draw", str(model), "--model", "gpt_pre", "--split", "train", "--n", "5", "--k", "2",
-                 "--max-new-tokens", "6", "--data", str(data), "--params", str(tmp_path / "params.yaml"),
-                 "--device", "cpu", "--out", str(tmp_path / "corpus")])
+    common = ["--model", "gpt_pre", "--split", "train", "--k", "2", "--batch", "2", "--max-new-tokens", "6",
+              "--data", str(data), "--params", str(tmp_path / "params.yaml"), "--device", "cpu",
+              "--out", str(tmp_path / "corpus")]
+    corpus.main(["draw", str(model), "--n", "5", *common])
     rows = _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train.csv")
     assert rows and {r["split"] for r in rows} == {"train"}
     assert not {r["id"] for r in rows} & set(folds[0])  # no test equation
     assert len({r["id"] for r in rows}) <= 5 and {r["source"] for r in rows} <= {"greedy", "T=0.7", "T=1"}
+    # A later draw continues the same seeded order in a file of its own: no equation twice, nothing overwritten.
+    corpus.main(["draw", str(model), "--n", "4", "--skip", "5", *common])
+    assert _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train.csv") == rows
+    more = _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train_from5.csv")
+    assert more and not {r["id"] for r in more} & {r["id"] for r in rows}

@@ -71,7 +71,8 @@ def _records(args: argparse.Namespace) -> list[dict]:
     exp = load_params(args.params).experiment
     fold = load_fold(args.data, args.dataset, args.fold, seed=exp.seed, validation_size=exp.validation_size)
     records = fold.validation if args.split == "validation" else fold.train
-    return weighted_draw(records, min(args.n, len(records)), f"{args.seed}:corpus:{args.split}")
+    drawn = weighted_draw(records, min(args.skip + args.n, len(records)), f"{args.seed}:corpus:{args.split}")
+    return drawn[args.skip:]  # the seeded order is fixed: --skip continues an earlier draw of the same seed
 
 
 def _sources(args: argparse.Namespace) -> list[tuple[str, dict]]:
@@ -82,10 +83,12 @@ def _sources(args: argparse.Namespace) -> list[tuple[str, dict]]:
 
 def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     import torch
+    from transformers import GenerationConfig
 
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
+    from mwpgen.ours.inputs import pad_rows
     from mwpgen.runtime import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
@@ -99,14 +102,27 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     contexts = fold_contexts(selector, settings, tokenizer, records, args.dataset, args.fold)
     out, start = [], time.perf_counter()
     with torch.inference_mode():
-        for i, (record, context) in enumerate(zip(records, contexts)):
+        for first in range(0, len(records), args.batch):
+            chunk = range(first, min(first + args.batch, len(records)))
+            # The prompts as `mwpgen generate` builds them, left-padded into one batch of `--batch` equations.
+            prompts = [service.prompt(Request(equation=records[i]["equation"], context=tuple(contexts[i]),
+                                              given=records[i]["equation"])) for i in chunk]
+            embeds, mask = pad_rows(prompts, left=True)
             for source, decoding in _sources(args):
-                request = Request(equation=record["equation"], context=tuple(context), given=record["equation"],
-                                  n=1, seed=args.seed + i, verify=0 if source == "greedy" else args.k,
-                                  max_new_tokens=args.max_new_tokens, **decoding)
-                texts = service.samples(service.check(request), service.prompt(request))
-                out += _candidates(args, record, " ".join(context), source, texts)
-            _progress(args, i, len(records), out, start)
+                copies = 1 if source == "greedy" else args.k
+                config = GenerationConfig(
+                    max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=tokenizer.eos_token_id, num_return_sequences=copies,
+                    do_sample=source != "greedy", top_k=0,
+                    **({} if source == "greedy" else dict(top_p=decoding["top_p"],
+                                                          temperature=decoding["temperature"])))
+                torch.manual_seed(args.seed + args.skip + first)
+                ids = generator.generate(inputs_embeds=embeds, attention_mask=mask, generation_config=config)
+                texts = [t.split("\n", 1)[0].strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+                for j, i in enumerate(chunk):
+                    out += _candidates(args, records[i], " ".join(contexts[i]), source,
+                                       texts[j * copies:(j + 1) * copies])
+            _progress(args, chunk[-1], len(records), out, start)
     return out
 
 
@@ -125,15 +141,18 @@ def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     keywords_file = FoldPaths(args.data.parent, None, args.dataset, args.fold).keywords
     keywords = {r["id"]: r[context_kind] for r in read_jsonl(keywords_file) if r["split"] == "train"}
     out, start = [], time.perf_counter()
-    for i, record in enumerate(records):
-        context = keywords[record["id"]]
-        prompt = generator_prompt(record["equation"], context)
+    for first in range(0, len(records), args.batch):
+        chunk = range(first, min(first + args.batch, len(records)))
+        prompts = [generator_prompt(records[i]["equation"], keywords[records[i]["id"]]) for i in chunk]
         for source, decoding in _sources(args):
             copies = 1 if source == "greedy" else args.k
-            texts = generate_texts(model, tokenizer, [prompt] * copies, batch_size=16, seed=args.seed + i,
+            texts = generate_texts(model, tokenizer, [p for p in prompts for _ in range(copies)],
+                                   batch_size=args.batch * copies, seed=args.seed + args.skip + first,
                                    max_new_tokens=args.max_new_tokens, device=device, **decoding)
-            out += _candidates(args, record, " ".join(context), source, texts)
-        _progress(args, i, len(records), out, start)
+            for j, i in enumerate(chunk):
+                out += _candidates(args, records[i], " ".join(keywords[records[i]["id"]]), source,
+                                   texts[j * copies:(j + 1) * copies])
+        _progress(args, chunk[-1], len(records), out, start)
     return out
 
 
@@ -149,15 +168,16 @@ def _candidates(args, record: dict, context: str, source: str, texts: list[str])
 
 
 def _progress(args, i: int, n: int, rows: list[dict], start: float) -> None:
-    """Every 10 equations the candidates so far are written (atomically), so a stopped draw keeps them."""
-    if (i + 1) % 10 == 0 or i + 1 == n:
-        blind_reading.write_rows(_candidates_file(args), rows, CANDIDATE_COLUMNS)
-        print(f"{args.model} {args.split}: {i + 1}/{n} equations, {len(rows)} candidates, "
-              f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    """After every batch the candidates so far are written (atomically), so a stopped draw keeps them."""
+    blind_reading.write_rows(_candidates_file(args), rows, CANDIDATE_COLUMNS)
+    print(f"{args.model} {args.split}: {i + 1}/{n} equations, {len(rows)} candidates, "
+          f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
 
 def _candidates_file(args) -> Path:
-    return args.out / "candidates" / f"{args.model}_{args.split}.csv"
+    """<model>_<split>.csv; a draw that continues an earlier one (--skip N) writes <model>_<split>_from<N>.csv."""
+    suffix = f"_from{args.skip}" if args.skip else ""
+    return args.out / "candidates" / f"{args.model}_{args.split}{suffix}.csv"
 
 
 def draw(args: argparse.Namespace) -> Path:
@@ -241,6 +261,9 @@ def main(argv=None) -> None:
     d.add_argument("--dataset", default="arithmetic")
     d.add_argument("--fold", type=int, default=0)
     d.add_argument("--n", type=int, default=100, help="equations drawn from the split")
+    d.add_argument("--skip", type=int, default=0,
+                   help="skip the first N equations of the seeded draw (an earlier draw wrote them)")
+    d.add_argument("--batch", type=int, default=16, help="equations decoded in one batch")
     d.add_argument("--k", type=int, default=3, help="samples per temperature")
     d.add_argument("--temperature", type=float, nargs="+", default=[0.7, 1.0])
     d.add_argument("--top-p", type=float, default=0.9)
@@ -256,8 +279,8 @@ def main(argv=None) -> None:
         p.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     if args.command == "draw":
-        if args.k < 1 or args.n < 1:
-            ap.error("--k and --n must be >= 1")
+        if args.k < 1 or args.n < 1 or args.batch < 1 or args.skip < 0:
+            ap.error("--k, --n and --batch must be >= 1, --skip >= 0")
         draw(args)
     elif args.command == "build":
         build(args.out)

@@ -1,0 +1,270 @@
+"""A consistency judge learned from blind readings: p(problem M encodes equation E).
+
+A causal LM reads "problem: M equation: E consistent:"; its hidden state after `layer` decoder layers at the
+prompt's last token goes through a linear head, h -> sigmoid(w . h + b). Only the first `layer` layers are kept
+(the middle of the network separates right from wrong best, studies/learned_judge), so a judgement costs a fraction
+of one forward pass of the LM. The head is fitted by L2-penalised logistic regression on standardised hidden
+states (`fit_head`); `finetune` may then train the top decoder layers and the head together on the same readings.
+A threshold turns p into a verdict; it is chosen on readings of validation equations (`threshold_at_recall`).
+
+The backbone is any causal LM folder: the fold's evaluator (it already reads problems into equations) or the
+pre-trained LM.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+PROMPT = "problem: {problem} equation: {equation} consistent:"
+INFO_FILE = "judge.json"
+HEAD_FILE = "head.pt"
+
+
+def judge_prompt(problem: str, equation: str) -> str:
+    return PROMPT.format(problem=problem, equation=equation)
+
+
+@dataclass
+class JudgeInfo:
+    """What a saved judge is: where its backbone came from, which layer it reads, its threshold and how it was
+    measured (filled by whoever trains it)."""
+    backbone: str
+    layer: int
+    threshold: float = 0.5
+    trained_layers: int = 0  # decoder layers fine-tuned on the readings (0: a probe on frozen states)
+    measured: dict = field(default_factory=dict)
+
+
+def decoder_layers(model) -> torch.nn.ModuleList:
+    """The decoder blocks of a causal LM's base model (Llama-style `layers`, GPT-2's `h`)."""
+    base = model.base_model
+    layers = getattr(base, "layers", None)
+    return layers if layers is not None else base.h
+
+
+class LearnedJudge(torch.nn.Module):
+    def __init__(self, backbone, tokenizer, info: JudgeInfo, head: torch.nn.Linear | None = None,
+                 mean: torch.Tensor | None = None, std: torch.Tensor | None = None):
+        super().__init__()
+        self.backbone, self.tokenizer, self.info = backbone, tokenizer, info
+        width = backbone.config.hidden_size
+        self.head = head or torch.nn.Linear(width, 1)
+        self.register_buffer("mean", torch.zeros(width) if mean is None else mean.float())
+        self.register_buffer("std", torch.ones(width) if std is None else std.float())
+
+    @classmethod
+    def from_lm(cls, folder: str | Path, layer: int, device: str = "cpu") -> "LearnedJudge":
+        """A judge with an untrained head over the first `layer` decoder layers of the causal LM in `folder`."""
+        from mwpgen.lm.loading import load_trained
+
+        model, tokenizer = load_trained(Path(folder), device)
+        layers = decoder_layers(model)
+        if not 1 <= layer <= len(layers):
+            raise ValueError(f"layer must be within 1..{len(layers)} for {folder}, got {layer}")
+        del layers[layer:]
+        model.config.num_hidden_layers = layer
+        return cls(model.base_model, tokenizer, JudgeInfo(backbone=str(folder), layer=layer)).to(device)
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
+
+    def encode(self, problems: Sequence[str], equations: Sequence[str]) -> list[list[int]]:
+        return [list(self.tokenizer(judge_prompt(p, e))["input_ids"]) for p, e in zip(problems, equations)]
+
+    def states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Hidden state at each left-padded row's last token [B, D] (the base model's output: its final norm)."""
+        return self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state[:, -1].float()
+
+    def logits(self, states: torch.Tensor) -> torch.Tensor:
+        return self.head((states - self.mean) / self.std).squeeze(-1)
+
+    def batches(self, encoded: Sequence[list[int]], batch_size: int):
+        """(row indices, ids, mask) of left-padded batches, shortest prompts together."""
+        from mwpgen.lm.decoding import _left_pad  # noqa: PLC2701 - the project's own helper
+
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            ids, mask = _left_pad([encoded[i] for i in idx], self.tokenizer.pad_token_id)
+            yield idx, ids.to(self.device), mask.to(self.device)
+
+    @torch.no_grad()
+    def hidden(self, problems: Sequence[str], equations: Sequence[str], batch_size: int = 32) -> torch.Tensor:
+        """[N, D] hidden states of the judge's layer, in the caller's order."""
+        was = self.training
+        self.eval()
+        out = torch.zeros(len(problems), self.backbone.config.hidden_size)
+        for idx, ids, mask in self.batches(self.encode(problems, equations), batch_size):
+            out[idx] = self.states(ids, mask).cpu()
+        self.train(was)
+        return out
+
+    @torch.no_grad()
+    def probabilities(self, problems: Sequence[str], equations: Sequence[str], batch_size: int = 32) -> list[float]:
+        if not problems:
+            return []
+        states = self.hidden(problems, equations, batch_size).to(self.device)
+        return torch.sigmoid(self.logits(states)).tolist()
+
+    def accepts(self, probability: float) -> bool:
+        return probability >= self.info.threshold
+
+    def save(self, folder: str | Path) -> Path:
+        from mwpgen.io import atomic_directory
+
+        with atomic_directory(Path(folder)) as tmp:
+            self.backbone.save_pretrained(tmp, safe_serialization=True)
+            self.tokenizer.save_pretrained(tmp)
+            torch.save({"head": self.head.state_dict(), "mean": self.mean.cpu(), "std": self.std.cpu()},
+                       tmp / HEAD_FILE)
+            (tmp / INFO_FILE).write_text(json.dumps(asdict(self.info), indent=2) + "\n", encoding="utf-8")
+        return Path(folder)
+
+    @classmethod
+    def load(cls, folder: str | Path, device: str = "cpu") -> "LearnedJudge":
+        from transformers import AutoModel, AutoTokenizer
+
+        from mwpgen.lm.loading import prepare_tokenizer
+
+        folder = Path(folder)
+        if not (folder / INFO_FILE).exists():
+            raise FileNotFoundError(f"no learned judge at {folder} (no {INFO_FILE}); run its train_judge stage first")
+        info = JudgeInfo(**json.loads((folder / INFO_FILE).read_text(encoding="utf-8")))
+        backbone = AutoModel.from_pretrained(folder, dtype=torch.float32)
+        tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(folder))
+        saved = torch.load(folder / HEAD_FILE, map_location="cpu", weights_only=True)
+        judge = cls(backbone, tokenizer, info, mean=saved["mean"], std=saved["std"])
+        judge.head.load_state_dict(saved["head"])
+        return judge.to(device).eval()
+
+
+def logistic_regression(x: torch.Tensor, y: torch.Tensor, l2: float, *, steps: int = 100,
+                        tolerance: float = 1e-8) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """L2-penalised logistic regression on standardised x [N, F] by Newton steps (at most `steps`, until no weight
+    moves by `tolerance`): (weights with the bias last, mean, std). The bias is not shrunk."""
+    x = x.double()
+    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
+    z = torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=torch.float64)], 1)
+    y = y.double()
+    w = torch.zeros(z.shape[1], dtype=torch.float64)
+    penalty = torch.full((z.shape[1],), float(l2), dtype=torch.float64)
+    penalty[-1] = 0.0
+    for _ in range(steps):
+        p = torch.sigmoid(z @ w)
+        grad = z.T @ (p - y) + penalty * w
+        hess = z.T @ (z * (p * (1 - p)).unsqueeze(1)) + torch.diag(penalty)
+        step = torch.linalg.solve(hess, grad)
+        w = w - step
+        if float(step.abs().max()) < tolerance:
+            break
+    return w, mean, std
+
+
+def fit_head(judge: LearnedJudge, states: torch.Tensor, labels: Sequence[int], l2: float) -> LearnedJudge:
+    """The head as the L2-penalised logistic regression of the labels on the (standardised) hidden states."""
+    w, mean, std = logistic_regression(states, torch.tensor(list(labels)), l2)
+    with torch.no_grad():
+        judge.mean.copy_(mean.float())
+        judge.std.copy_(std.float())
+        judge.head.weight.copy_(w[:-1].float()[None])
+        judge.head.bias.fill_(float(w[-1]))
+    return judge
+
+
+def finetune(judge: LearnedJudge, problems: Sequence[str], equations: Sequence[str], labels: Sequence[int], *,
+             layers: int, epochs: int, lr: float, batch_size: int = 16, seed: int = 0,
+             autocast: torch.dtype | None = None, log=None) -> LearnedJudge:
+    """Train the top `layers` decoder layers and the head on the readings (binary cross-entropy, the rarer class
+    weighted up to balance), starting from the fitted head. The layers below stay frozen."""
+    blocks = decoder_layers(judge.backbone)
+    for p in judge.backbone.parameters():
+        p.requires_grad_(False)
+    trainable = [p for block in list(blocks)[len(blocks) - layers:] for p in block.parameters()]
+    norm = getattr(judge.backbone, "norm", None) or getattr(judge.backbone, "ln_f", None)
+    if norm is not None:
+        trainable += list(norm.parameters())
+    for p in trainable:
+        p.requires_grad_(True)
+    optimizer = torch.optim.AdamW([{"params": trainable, "lr": lr}, {"params": judge.head.parameters(), "lr": lr * 10}],
+                                  weight_decay=0.01)
+    y = torch.tensor(list(labels), dtype=torch.float32)
+    positive = float(y.sum())
+    pos_weight = torch.tensor((len(y) - positive) / max(positive, 1.0))
+    encoded = judge.encode(problems, equations)
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    judge.train()
+    step = 0
+    for epoch in range(epochs):
+        order = list(range(len(encoded)))
+        rng.shuffle(order)
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            (rows, ids, mask), = judge.batches([encoded[i] for i in idx], len(idx))
+            with torch.autocast(judge.device.type, dtype=autocast, enabled=autocast is not None):
+                states = judge.states(ids, mask)
+            target = y[[idx[k] for k in rows]].to(judge.device)  # batches() put the rows in length order
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(judge.logits(states), target,
+                                                                        pos_weight=pos_weight.to(judge.device))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if log is not None:
+                log(epoch, step, float(loss))
+    judge.eval()
+    judge.info.trained_layers = layers
+    return judge
+
+
+def auc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """P(a right problem scores above a wrong one), ties half (Mann-Whitney, by ranks)."""
+    pairs = sorted(zip(scores, labels))
+    n_pos = sum(labels)
+    n_neg = len(labels) - n_pos
+    if not n_pos or not n_neg:
+        return math.nan
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):
+        j = i
+        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
+            j += 1
+        mid = (i + j + 1) / 2  # ranks i+1..j share their mean
+        rank_sum += mid * sum(y for _, y in pairs[i:j])
+        i = j
+    return (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+def precision_at_recall(scores: Sequence[float], labels: Sequence[int], recall: float = 0.5) -> float:
+    """The precision of the highest-scoring problems that hold `recall` of the right ones."""
+    ranked = sorted(zip(scores, labels), key=lambda t: -t[0])
+    need, tp = recall * sum(labels), 0
+    for k, (_, y) in enumerate(ranked, start=1):
+        tp += y
+        if tp >= need:
+            return tp / k
+    return math.nan
+
+
+def threshold_at_recall(scores: Sequence[float], labels: Sequence[int], recall: float) -> float:
+    """The highest threshold that accepts at least `recall` of the right problems."""
+    right = sorted((s for s, y in zip(scores, labels) if y), reverse=True)
+    if not right:
+        return 1.0
+    return right[max(0, math.ceil(recall * len(right)) - 1)]
+
+
+def precision_recall(scores: Sequence[float], labels: Sequence[int], threshold: float) -> dict:
+    tp = sum(s >= threshold and y == 1 for s, y in zip(scores, labels))
+    fp = sum(s >= threshold and y == 0 for s, y in zip(scores, labels))
+    positives = sum(labels)
+    return {"threshold": threshold, "precision": tp / (tp + fp) if tp + fp else math.nan,
+            "recall": tp / positives if positives else math.nan, "accepted": tp + fp}

@@ -1,0 +1,64 @@
+"""The learned judge (mwpgen/learned_judge.py): a head fitted on hidden states separates what it was shown, the
+fine-tuned top layers move and the rest stay, a saved judge answers as it did, and the ranking metrics."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mwpgen import learned_judge as lj
+from tests.tiny_model import tiny_model_dir
+
+RIGHT = [f"Tom has num1 apples and gets num2 more {w} . How many apples now ?" for w in ("red", "green", "big", "old")]
+WRONG = [f"Tom has num1 apples and gives num2 {w} away . How many apples left ?" for w in ("red", "green", "big", "old")]
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    texts = RIGHT + WRONG + [lj.PROMPT, "x = num1 + num2"]
+    return tiny_model_dir(tmp_path_factory.mktemp("judge") / "lm", texts, layers=3)
+
+
+def test_fitted_head_separates_its_readings_and_a_saved_judge_answers_the_same(backbone, tmp_path):
+    judge = lj.LearnedJudge.from_lm(backbone, layer=2)
+    assert len(lj.decoder_layers(judge.backbone)) == 2
+    problems, equations = RIGHT + WRONG, ["x = num1 + num2"] * 8
+    labels = [1] * 4 + [0] * 4
+    lj.fit_head(judge, judge.hidden(problems, equations), labels, l2=0.01)
+    p = judge.probabilities(problems, equations)
+    assert lj.auc(p, labels) == 1.0
+    judge.info.threshold = lj.threshold_at_recall(p, labels, 0.5)
+    judge.save(tmp_path / "judge")
+    again = lj.LearnedJudge.load(tmp_path / "judge")
+    assert again.info.layer == 2 and again.info.threshold == judge.info.threshold
+    assert again.probabilities(problems, equations) == pytest.approx(p, abs=1e-5)
+
+
+def test_finetune_trains_only_the_top_layers_and_the_head(backbone):
+    judge = lj.LearnedJudge.from_lm(backbone, layer=3)
+    blocks = lj.decoder_layers(judge.backbone)
+    bottom = [t.clone() for t in blocks[0].parameters()]
+    top = [t.clone() for t in blocks[2].parameters()]
+    lj.finetune(judge, RIGHT + WRONG, ["x = num1 + num2"] * 8, [1] * 4 + [0] * 4, layers=1, epochs=2, lr=1e-3,
+                batch_size=4)
+    assert all(torch.equal(a, b) for a, b in zip(bottom, blocks[0].parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(top, blocks[2].parameters()))
+    assert judge.info.trained_layers == 1
+
+
+def test_a_missing_judge_names_its_stage(tmp_path):
+    with pytest.raises(FileNotFoundError, match="train_judge"):
+        lj.LearnedJudge.load(tmp_path)
+
+
+def test_ranking_metrics():
+    scores, labels = [0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 0, 0]
+    assert lj.auc(scores, labels) == pytest.approx(5 / 6)
+    assert lj.auc([0.5, 0.5], [1, 0]) == 0.5
+    assert math.isnan(lj.auc([0.1], [1]))
+    assert lj.precision_at_recall(scores, labels, 1.0) == pytest.approx(2 / 3)
+    t = lj.threshold_at_recall(scores, labels, 0.5)
+    assert t == 0.9 and lj.precision_recall(scores, labels, t) == {"threshold": 0.9, "precision": 1.0,
+                                                                    "recall": 0.5, "accepted": 1}
