@@ -30,13 +30,13 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
                           "verified": str(k == 8 and i % 2 == 0), "evaluator_parse": "x = num1 + num2",
                           "judged_by_evaluator": str(i == 0)})
     _csv(tmp_path / "verify_k_generations.csv", shown)
-    read_verify_k.build(tmp_path)
     reading = tmp_path / "reading"
+    read_verify_k.build(tmp_path, reading)
     problems = list(csv.DictReader((reading / "problems.csv").read_text(encoding="utf-8").splitlines()))
     assert list(problems[0]) == ["uid", "equation", "problem"] and len(problems) == 6  # 8 shown, 2 repeats
     right = {p["uid"]: int(p["problem"].startswith(("problem 0", "problem 2"))) for p in problems}
     _csv(reading / "labels_a.csv", [{"uid": u, "label": y} for u, y in right.items()])
-    result = read_verify_k.score(tmp_path)
+    result = read_verify_k.score(reading)
     assert result["per_k"][1]["read_right"] == 0.5 and result["per_k"][8]["read_right"] == 0.5
     assert result["per_k"][8]["verified"] == {"accepted": 2, "right": 2, "precision": 1.0}
     assert result["per_k"][1]["verified"]["precision"] is None  # nothing verified at K = 1 here

@@ -437,14 +437,14 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
         assert len({r["generated"] for r in pool}) == len(pool)  # distinct candidates, each with its repeats
         assert sum(int(r["copies"]) for r in pool) == (1 if source == "greedy" else 4)
         assert {r["co_verified"] for r in pool} <= {"True", "False"} and all(float(r["co_firmness"]) <= 0 for r in pool)
-    subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "build", str(out)], cwd=ROOT,
-                   check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "build", str(out), "--reading",
+                    str(out / "reading")], cwd=ROOT, check=True, capture_output=True)
     shown = list(csv.DictReader((out / "reading" / "problems.csv").read_text(encoding="utf-8").splitlines()))
     assert list(shown[0]) == ["uid", "equation", "problem"]
     with open(out / "reading" / "labels_a.csv", "w", encoding="utf-8") as f:  # every candidate read right
         f.write("uid,label\n" + "".join(f"{p['uid']},1\n" for p in shown))
-    proc = subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "score", str(out), "--k", "1",
-                           "4"], cwd=ROOT, capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "score", "--reading",
+                           str(out / "reading"), "--k", "1", "4"], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "reading" / "reading.json").read_text())
     kinds = result["splits"]["test"]

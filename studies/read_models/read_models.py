@@ -1,23 +1,25 @@
 """Blind reading of two models' problems for the same test equations: does one write problems that encode their
 equation more often than the other, as readers judge it?
 
-    python -m studies.read_models.read_models build --models gpt_pre ours --n 100 --out studies/read_models
-    python -m studies.read_models.read_models score --out studies/read_models
-    python -m studies.read_models.read_models score --out studies/read_models/ours studies/read_models/ablation \
-        --report studies/read_models/ablation
-    python -m studies.read_models.read_models cross-build --out studies/read_models/ours studies/read_models/ablation --n 40 \
-        --report studies/read_models/ablation/cross          (then, read: cross-score with the same arguments)
+    python -m studies.read_models.read_models build --models gpt_pre --n 100 --out data/labels/read_models/gpt_pre
+    python -m studies.read_models.read_models score --out data/labels/read_models/gpt_pre data/labels/read_models/ours \
+        --report studies/read_models
+    python -m studies.read_models.read_models score --out data/labels/read_models/ours data/labels/read_models/ablation \
+        --report data/labels/read_models/ablation
+    python -m studies.read_models.read_models cross-build --out data/labels/read_models/ours data/labels/read_models/ablation --n 40 \
+        --report data/labels/read_models/ablation/cross          (then, read: cross-score with the same arguments)
 
 `cross-build` / `cross-score`: sets read by different readers are paired only if their readers judge alike; a fresh
 reader reads a seeded sample of each set (none of its overlap) shuffled together, and is compared with each set.
 
 A model's problems may also be read in a set of their own, built when its generations exist (the same seeded draw
-of test problems: `build --models ours --out studies/read_models/ours`); `score --out A B` scores the sets together.
+of test problems: `build --models ours --out data/labels/read_models/ours`); `score --out A B` scores the sets together.
 
 `build` draws `--n` test problems of a fold by a seeded draw, takes each model's generated problem for them from the
 generate stage (results/generations/<model>/<dataset>/fold<k>.csv), and makes one blind reading set of them all
 (studies/reading/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were written
-for TEST equations: they only measure.
+for TEST equations: they only measure. The sets live in data/labels/read_models/<set> (the judge's measure_judge stage
+reads them, and a stage reads labels from data/ only); the reports comparing sets stay in studies/read_models.
 
 `score` reports each model's share read right, the difference of every later model from the first with a paired
 95% bootstrap interval (the same drawn test problems in both), the judge's and ACC-eq's verdicts against the
@@ -170,8 +172,9 @@ def main() -> None:
     cli.add_argument("--baseline", help="score: the model the others are compared with (default: the first set's first)")
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)
-    cli.add_argument("--out", type=Path, nargs="+", default=[ROOT / "studies" / "read_models"],
-                     help="the set's folder (build: one; score: one or more, scored together)")
+    cli.add_argument("--out", type=Path, nargs="+", required=True,
+                     help="the set's folder, data/labels/read_models/<set> (build: one; score: one or more, scored "
+                     "together)")
     args = cli.parse_args()
     if args.command == "build":
         build(args.models, args.n, args.dataset, args.fold, args.out[0])

@@ -1,10 +1,11 @@
 """Blind reading of the problems verified generation shows (studies/verify_k/verify_k.py): how often is a shown problem right,
 and how often is "verified: yes" right, per K?
 
-    python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # <dir>/reading/problems.csv (what readers see) + key
-    python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # labels -> <dir>/reading/reading.{json,md}
+    python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # data/labels/verify_judge/problems.csv + key
+    python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # labels -> data/labels/verify_judge/reading.{json,md}
 
-`build` makes a blind reading set (studies/reading/blind_reading.py) of <dir>/verify_k_generations.csv in <dir>/reading: the
+`build` makes a blind reading set (studies/reading/blind_reading.py) of <dir>/verify_k_generations.csv in the reading
+folder (`--reading`, default data/labels/verify_judge: the stages that measure a judge read it there): the
 same text chosen at two K is read once; its key keeps (K, test id, verified, judged by the evaluator's parse). These
 problems were written for TEST equations: they only measure, nothing is tuned on them.
 
@@ -23,12 +24,14 @@ import numpy as np
 
 from studies.reading import blind_reading
 
+ROOT = Path(__file__).resolve().parents[2]
+READING = ROOT / "data" / "labels" / "verify_judge"  # the committed reading of verify_judge/
 RESAMPLES = 1000
 KEY = ["k", "id", "verified", "judged_by_evaluator"]
 
 
-def build(folder: Path) -> None:
-    blind_reading.build(folder / "reading", blind_reading.rows(folder / "verify_k_generations.csv"), KEY)
+def build(folder: Path, reading: Path) -> None:
+    blind_reading.build(reading, blind_reading.rows(folder / "verify_k_generations.csv"), KEY)
 
 
 def _precision(flags: list[bool], read: list[int]) -> dict:
@@ -37,8 +40,8 @@ def _precision(flags: list[bool], read: list[int]) -> dict:
             "precision": sum(accepted) / len(accepted) if accepted else None}
 
 
-def score(folder: Path) -> dict:
-    out = folder / "reading"
+def score(reading: Path) -> dict:
+    out = reading
     key, first, second = blind_reading.labels(out)
     agree = sum(first[u] == y for u, y in second.items())
     rng = np.random.default_rng(blind_reading.SEED)
@@ -73,8 +76,10 @@ def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("command", choices=("build", "score"))
     cli.add_argument("folder", type=Path, help="verify_k.py's --out folder")
+    cli.add_argument("--reading", type=Path, default=READING, help="the blind reading set's folder (default: "
+                     "data/labels/verify_judge)")
     args = cli.parse_args()
-    build(args.folder) if args.command == "build" else score(args.folder)
+    build(args.folder, args.reading) if args.command == "build" else score(args.reading)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ hold a right problem, and which ranking puts one first?
         --split validation --n 20 --k 16 --temperature 1 0.7 --greedy --out studies/verify_pools
     python -m studies.verify_pools.verify_pools sample ... --split test ...
     python -m studies.verify_pools.verify_pools build studies/verify_pools     # one blind reading set of both splits' candidates
-    python -m studies.verify_pools.verify_pools score studies/verify_pools     # labels -> rankings compared per split
+    python -m studies.verify_pools.verify_pools score                          # labels -> rankings compared per split
 
 `sample` draws `--n` equations (seeded) of the fold's validation slice or test fold, and for each samples K top-p
 candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.generate.service: the same prompt,
@@ -14,7 +14,8 @@ seeds and decoding), and with `--greedy` the greedy problem too, keeping every d
 log-likelihood, and the fold's independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
 
 `build` makes one blind reading set (studies/reading/blind_reading.py) of both splits' candidates, shuffled together: readers
-see equation and problem only. `score` reports per split and pool (each temperature's, and each with the greedy
+see equation and problem only. It lives in `--reading` (default data/labels/verify_pools: the judge's stages read
+its validation pools to choose and its test pools to measure, and a stage reads labels from data/ only). `score` reports per split and pool (each temperature's, and each with the greedy
 problem as its first candidate): the share of candidates read right, the share of pools whose first k candidates hold
 a right one (what a perfect judge could show at K = k), and for every ranking the share of shown problems read right
 and the precision of its "verified". Validation pools choose a ranking; test pools only
@@ -35,6 +36,7 @@ import numpy as np
 from studies.reading import blind_reading
 
 ROOT = Path(__file__).resolve().parents[2]
+READING = ROOT / "data" / "labels" / "verify_pools"  # the committed reading of every sampled candidate
 SPLITS = ("validation", "test")
 COLUMNS = ["split", "id", "equation", "context", "source", "sample", "copies", "generated", "co_verified", "co_parse", "co_firmness",
            "generator_loglik", "evaluator_parse", "evaluator_judged"]
@@ -102,10 +104,10 @@ def sample(args: argparse.Namespace) -> None:
     blind_reading.write_rows(args.out / f"pools_{args.split}.csv", rows, COLUMNS)
 
 
-def build(folder: Path) -> None:
+def build(folder: Path, reading: Path) -> None:
     shown = [r for split in SPLITS if (folder / f"pools_{split}.csv").exists()
              for r in blind_reading.rows(folder / f"pools_{split}.csv")]
-    blind_reading.build(folder / "reading", shown, KEY, prefix="c")
+    blind_reading.build(reading, shown, KEY, prefix="c")
 
 
 # Rankings of a pool (its candidates in sampling order): the first one is what verified generation shows, and its
@@ -196,8 +198,8 @@ def _pool_table(title: str, s: dict, pct) -> list[str]:
     return lines + [""]
 
 
-def score(folder: Path, ks: list[int]) -> dict:
-    key, first, second = blind_reading.labels(folder / "reading")
+def score(reading: Path, ks: list[int]) -> dict:
+    key, first, second = blind_reading.labels(reading)
     result: dict = {"problems_read": len(first), "overlap": len(second),
                     "overlap_agree": sum(first[u] == y for u, y in second.items()), "splits": {}}
     for split in SPLITS:
@@ -210,7 +212,7 @@ def score(folder: Path, ks: list[int]) -> dict:
     for split, kinds in result["splits"].items():
         for kind, pools in kinds.items():
             lines += _pool_table(f"{split}, {kind}", pools, pct)
-    return blind_reading.write_report(folder / "reading", result, lines)
+    return blind_reading.write_report(reading, result, lines)
 
 
 def main(argv=None) -> None:
@@ -235,9 +237,12 @@ def main(argv=None) -> None:
     s.add_argument("--device", default="auto")
     s.add_argument("--out", type=Path, default=ROOT / "studies" / "verify_pools")
     b = sub.add_parser("build", help="the blind reading set of every sampled candidate")
-    b.add_argument("folder", type=Path)
+    b.add_argument("folder", type=Path, help="sample's --out folder (pools_<split>.csv)")
+    b.add_argument("--reading", type=Path, default=READING, help="the blind set's folder (default: "
+                   "data/labels/verify_pools)")
     c = sub.add_parser("score", help="labels -> pools and rankings per split")
-    c.add_argument("folder", type=Path)
+    c.add_argument("--reading", type=Path, default=READING, help="the blind set's folder (default: "
+                   "data/labels/verify_pools)")
     c.add_argument("--k", type=int, nargs="+", default=[1, 8, 16], help="pool sizes to score (first k samples)")
     args = ap.parse_args(argv)
     if args.command == "sample":
@@ -245,9 +250,9 @@ def main(argv=None) -> None:
             raise SystemExit("error: --k and --n must be >= 1")
         sample(args)
     elif args.command == "build":
-        build(args.folder)
+        build(args.folder, args.reading)
     else:
-        score(args.folder, args.k)
+        score(args.reading, args.k)
 
 
 if __name__ == "__main__":

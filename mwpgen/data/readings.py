@@ -1,0 +1,138 @@
+"""Every blind reading of a generated problem the project holds (data/labels/), by part: what a learned judge may
+train on, be chosen on, and be measured on.
+
+A reading is a generated problem a reader labelled by the rule of data/labels/evaluator/README.md (1: solving it as
+written computes its equation) seeing only (equation, problem). Its part is that of the equation it was written for
+on LABELLED_FOLD (every set was generated there):
+- `train`: training-fold equations (data/labels/corpus): a judge is fitted on these;
+- `validation`: the fold's validation slice (data/labels/judge's dev part, data/labels/verify_pools' validation
+  pools): what chooses a judge's threshold, layer or seed;
+- `test`: test equations (data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge): they
+  only measure.
+
+Each reading is {"part", "equation", "problem", "label", "group", "source"}: `group` is the dataset problem id the
+candidate was written for (candidates of one problem share most of their text, so a split of the readings keeps a
+group on one side); `source` the set's folder. Each distinct (equation, problem) is kept once: within a part the first
+set's label wins (SETS' order: the corpus first), and a text read in two parts is kept only in the earlier of
+train, validation, test, so no text a judge was fitted or chosen on is ever measured.
+
+Only the first reading of each set counts (the overlap's second reading measures agreement); a problem the readers
+have not reached yet (a corpus batch being read) has no label and is left out; a label other than 0 or 1 is an error
+naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+LABELS = Path("data") / "labels"
+PARTS = ("train", "validation", "test")
+
+
+def read_csv(path: Path) -> list[dict]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file (a blind reading set needs it)")
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def first_reading(paths: list[Path]) -> dict[str, int]:
+    """uid -> 0/1 from label CSVs (uid, label[, note]); a later file does not overwrite an earlier uid."""
+    labels: dict[str, int] = {}
+    for path in paths:
+        for line, row in enumerate(read_csv(path), start=2):
+            if row.get("label") not in ("0", "1"):
+                raise ValueError(f"{path}:{line}: label must be 0 or 1, got {row.get('label')!r} "
+                                 f"(uid {row.get('uid')})")
+            labels.setdefault(row["uid"], int(row["label"]))
+    return labels
+
+
+@dataclass(frozen=True)
+class ReadingSet:
+    """One blind reading set under data/labels: its problems, the files of its first reading, and from its key (or
+    sources) file each uid's part and dataset problem."""
+    name: str  # the folder under data/labels
+    labels: tuple[str, ...]  # glob patterns of the first reading's files, relative to the folder
+    key: str  # the file naming each uid's part and dataset problem
+    part: Callable[[dict], str]  # a key row -> its part
+    group: str  # the key column holding the dataset problem id
+
+    def files(self, root: Path) -> list[Path]:
+        """The files this set is read from (what a stage that reads it depends on)."""
+        folder = root / LABELS / self.name
+        found = [p for pattern in self.labels for p in sorted(folder.glob(pattern))]
+        if not found:
+            raise FileNotFoundError(f"{folder}: no label file ({', '.join(self.labels)}); has it been read?")
+        return [folder / "problems.csv", folder / self.key, *found]
+
+    def read(self, root: Path) -> list[dict]:
+        folder = root / LABELS / self.name
+        problems_path, key_path, *label_paths = self.files(root)
+        key = read_csv(key_path)
+        label = first_reading(label_paths)
+        part = {r["uid"]: self.part(r) for r in key}
+        group = {r["uid"]: r[self.group] for r in key}
+        out = []
+        for line, p in enumerate(read_csv(problems_path), start=2):
+            if p["uid"] not in label:
+                continue  # not read yet
+            if part.get(p["uid"]) not in PARTS:
+                raise ValueError(f"{problems_path}:{line}: problem {p['uid']} has no part in {key_path.name} "
+                                 f"(got {part.get(p['uid'])!r}; expected one of {', '.join(PARTS)})")
+            out.append({"part": part[p["uid"]], "equation": p["equation"], "problem": p["problem"],
+                        "label": label[p["uid"]], "group": group[p["uid"]], "source": str(LABELS / self.name)})
+        return out
+
+
+def _split(row: dict) -> str:
+    return row["split"]
+
+
+def _test(row: dict) -> str:
+    return "test"
+
+
+READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_loss")
+SETS = (
+    ReadingSet("corpus", ("labels/batch_*.csv",), "key.csv", _split, "id"),
+    # data/labels/judge: its dev part was written for validation equations
+    ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv", lambda r: {"dev": "validation"}.get(r["part"], r["part"]),
+               "dataset_id"),
+    ReadingSet("verify_pools", ("labels_a.csv",), "key.csv", _split, "id"),
+    *(ReadingSet(f"read_models/{name}", ("labels_a.csv", "labels_r[0-9].csv"), "key.csv", _test, "id")
+      for name in READ_MODELS),
+    ReadingSet("verify_judge", ("labels_a.csv",), "key.csv", _test, "id"),
+)
+# The sets that hold train and validation readings: all a judge's training stage reads (it never needs the test-only
+# sets: a text read in two parts is kept in the earlier one, so the test sets cannot change these two parts).
+CHOOSING_SETS = ("corpus", "judge", "verify_pools")
+
+
+def reading_set(name: str) -> ReadingSet:
+    return next(s for s in SETS if s.name == name)
+
+
+def readings(root: Path, sets: tuple[str, ...] | None = None) -> dict[str, list[dict]]:
+    """part -> its readings from `sets` (names of SETS; default all), each distinct (equation, problem) once."""
+    chosen = [s for s in SETS if sets is None or s.name in sets]
+    unknown = set(sets or ()) - {s.name for s in SETS}
+    if unknown:
+        raise ValueError(f"unknown reading sets {sorted(unknown)}; known: {', '.join(s.name for s in SETS)}")
+    rows = [r for s in chosen for r in s.read(root)]
+    out: dict[str, list[dict]] = {p: [] for p in PARTS}
+    seen: set[tuple[str, str]] = set()
+    for part in PARTS:  # train first: a text in two parts stays in the earlier one
+        for r in rows:
+            if r["part"] == part and (r["equation"], r["problem"]) not in seen:
+                seen.add((r["equation"], r["problem"]))
+                out[part].append(r)
+    return out
+
+
+def files(root: Path, sets: tuple[str, ...] | None = None) -> list[Path]:
+    """Every file `readings(root, sets)` reads."""
+    return [f for s in SETS if sets is None or s.name in sets for f in s.files(root)]

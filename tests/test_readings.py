@@ -1,0 +1,81 @@
+"""mwpgen/data/readings.py: every blind reading by part. The committed readings keep the data rule (no text in two
+parts, the train part from the corpus only); a text read in two parts stays in the earlier one; a bad label or a
+missing file is named."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mwpgen.data import readings as R
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict[str, list[dict]]:
+    return R.readings(ROOT)
+
+
+def test_committed_readings_no_text_in_two_parts_and_train_only_from_the_corpus(committed):
+    texts = {p: [(r["equation"], r["problem"]) for r in rows] for p, rows in committed.items()}
+    assert all(texts.values())
+    assert all(len(t) == len(set(t)) for t in texts.values())  # each distinct (equation, problem) once
+    assert not set(texts["train"]) & set(texts["validation"])
+    assert not (set(texts["train"]) | set(texts["validation"])) & set(texts["test"])
+    assert {r["source"] for r in committed["train"]} == {"data/labels/corpus"}
+    assert {r["source"] for r in committed["validation"]} == {"data/labels/judge", "data/labels/verify_pools"}
+    assert all(r["label"] in (0, 1) and r["group"] and r["part"] == p for p, rows in committed.items() for r in rows)
+    # data/labels/judge/README.md: 356 dev problems (71 right) and 300 test problems (44 right)
+    judge = {p: [r["label"] for r in rows if r["source"] == "data/labels/judge"] for p, rows in committed.items()}
+    assert (len(judge["validation"]), sum(judge["validation"])) == (356, 71)
+    assert (len(judge["test"]), sum(judge["test"])) == (300, 44)
+
+
+def test_the_choosing_sets_give_the_same_train_and_validation_parts(committed):
+    chosen = R.readings(ROOT, R.CHOOSING_SETS)
+    assert chosen["train"] == committed["train"] and chosen["validation"] == committed["validation"]
+    assert {r["source"] for r in chosen["test"]} <= {"data/labels/judge", "data/labels/verify_pools"}
+    assert all(f.exists() for f in R.files(ROOT, R.CHOOSING_SETS))
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _tiny_root(root: Path) -> Path:
+    """A corpus and a verify_pools set sharing one text: read in the train part and in the test part."""
+    shared = "x = num1 + num2,Tom has num1 apples and gets num2 more . How many now ?"
+    _write(root / "data/labels/corpus/problems.csv", f"uid,equation,problem\nk1,{shared}\nk2,x = num1 - num2,A b ?\n"
+           "k3,x = num1 - num2,Not read yet ?\n")
+    _write(root / "data/labels/corpus/key.csv", "uid,split,id\nk1,train,11\nk2,train,12\nk3,train,13\n")
+    _write(root / "data/labels/corpus/labels/batch_01.csv", "uid,label,note\nk1,1,\nk2,0,asks a given number\n")
+    _write(root / "data/labels/verify_pools/problems.csv", f"uid,equation,problem\nc1,{shared}\n"
+           "c2,x = num1 * num2,C d ?\nc3,x = num1 * num2,E f ?\n")
+    _write(root / "data/labels/verify_pools/key.csv", "uid,split,id\nc1,test,21\nc2,validation,22\nc3,test,23\n")
+    _write(root / "data/labels/verify_pools/labels_a.csv", "uid,label\nc1,0\nc2,1\nc3,0\n")
+    return root
+
+
+def test_a_text_read_in_two_parts_stays_in_the_earlier_one_and_unread_problems_are_left_out(tmp_path):
+    parts = R.readings(_tiny_root(tmp_path), ("corpus", "verify_pools"))
+    assert [(r["problem"], r["label"], r["group"]) for r in parts["train"]] == [
+        ("Tom has num1 apples and gets num2 more . How many now ?", 1, "11"), ("A b ?", 0, "12")]
+    assert [r["problem"] for r in parts["validation"]] == ["C d ?"]
+    assert [r["problem"] for r in parts["test"]] == ["E f ?"]  # the shared text is measured nowhere
+
+
+def test_a_bad_label_or_a_missing_file_is_named(tmp_path):
+    root = _tiny_root(tmp_path)
+    _write(root / "data/labels/verify_pools/labels_a.csv", "uid,label\nc1,0\nc2,maybe\n")
+    with pytest.raises(ValueError, match=r"verify_pools/labels_a.csv:3: label must be 0 or 1, got 'maybe'"):
+        R.readings(root, ("verify_pools",))
+    (root / "data/labels/corpus/key.csv").unlink()
+    with pytest.raises(FileNotFoundError, match=r"corpus/key.csv: no such file"):
+        R.readings(root, ("corpus",))
+    shutil.rmtree(root / "data/labels/corpus/labels")
+    with pytest.raises(FileNotFoundError, match=r"corpus: no label file \(labels/batch_\*.csv\)"):
+        R.files(root, ("corpus",))
