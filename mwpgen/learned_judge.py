@@ -25,6 +25,7 @@ import torch
 PROMPT = "problem: {problem} equation: {equation} consistent:"
 INFO_FILE = "judge.json"
 HEAD_FILE = "head.pt"
+NO_JUDGE_FILE = "no_judge.json"  # what train_judge leaves for a fold it has no readings for: {"reason": ...}
 
 
 def judge_prompt(problem: str, equation: str) -> str:
@@ -61,10 +62,14 @@ class LearnedJudge(torch.nn.Module):
 
     @classmethod
     def from_lm(cls, folder: str | Path, layer: int, device: str = "cpu") -> "LearnedJudge":
-        """A judge with an untrained head over the first `layer` decoder layers of the causal LM in `folder`."""
-        from mwpgen.lm.loading import load_trained
+        """A judge with an untrained head over the first `layer` decoder layers of the causal LM in `folder` (a
+        trained model's folder, or a model spec as params' train.model names one: `smollm2-135m`, an HF id)."""
+        from mwpgen.lm.loading import load_model_and_tokenizer, load_trained
 
-        model, tokenizer = load_trained(Path(folder), device)
+        if isinstance(folder, str) and not Path(folder).exists():  # a spec, not a folder: the pre-trained LM
+            model, tokenizer = load_model_and_tokenizer(folder, device=device)
+        else:
+            model, tokenizer = load_trained(Path(folder), device)
         layers = decoder_layers(model)
         if not 1 <= layer <= len(layers):
             raise ValueError(f"layer must be within 1..{len(layers)} for {folder}, got {layer}")
@@ -135,6 +140,9 @@ class LearnedJudge(torch.nn.Module):
         from mwpgen.lm.loading import prepare_tokenizer
 
         folder = Path(folder)
+        if (folder / NO_JUDGE_FILE).exists():
+            reason = json.loads((folder / NO_JUDGE_FILE).read_text(encoding="utf-8")).get("reason", "")
+            raise FileNotFoundError(f"no learned judge at {folder}: {reason}")
         if not (folder / INFO_FILE).exists():
             raise FileNotFoundError(f"no learned judge at {folder} (no {INFO_FILE}); run its train_judge stage first")
         info = JudgeInfo(**json.loads((folder / INFO_FILE).read_text(encoding="utf-8")))
@@ -144,6 +152,21 @@ class LearnedJudge(torch.nn.Module):
         judge = cls(backbone, tokenizer, info, mean=saved["mean"], std=saved["std"])
         judge.head.load_state_dict(saved["head"])
         return judge.to(device).eval()
+
+
+def has_judge(folder: str | Path) -> bool:
+    """Whether `folder` holds a saved judge (a fold without readings gets only NO_JUDGE_FILE)."""
+    return (Path(folder) / INFO_FILE).exists()
+
+
+def save_no_judge(folder: str | Path, reason: str) -> Path:
+    """The train_judge stage's output for a fold it cannot train a judge for: a folder that says why, so that the
+    stages and the product that look for the fold's judge fall back to the rule (mwpgen.judge)."""
+    from mwpgen.io import atomic_directory
+
+    with atomic_directory(Path(folder)) as tmp:
+        (tmp / NO_JUDGE_FILE).write_text(json.dumps({"reason": reason}, indent=2) + "\n", encoding="utf-8")
+    return Path(folder)
 
 
 def logistic_regression(x: torch.Tensor, y: torch.Tensor, l2: float, *, steps: int = 100,
@@ -219,7 +242,7 @@ def finetune(judge: LearnedJudge, problems: Sequence[str], equations: Sequence[s
             optimizer.step()
             step += 1
             if log is not None:
-                log(epoch, step, float(loss))
+                log(epoch, step, float(loss.detach()))
     judge.eval()
     judge.info.trained_layers = layers
     return judge

@@ -77,6 +77,16 @@ class FoldPaths:
         return self.root / "data" / "oracle" / self.dataset / f"fold{self.fold}.jsonl"
 
     @property
+    def judge(self) -> Path:
+        """The fold's learned consistency judge (stage train_judge; mwpgen/learned_judge.py), whatever the model."""
+        return self.root / "models" / "judge" / self.dataset / f"fold{self.fold}"
+
+    @property
+    def judge_metrics(self) -> Path:
+        """How the fold's learned judge measured on the validation readings that chose it (stage train_judge)."""
+        return self.root / "metrics" / "judge_train" / self.dataset / f"fold{self.fold}.json"
+
+    @property
     def evaluator(self) -> "FoldPaths":
         """The same fold's independent evaluator mwp2eq."""
         return FoldPaths(self.root, EVALUATOR.name, self.dataset, self.fold)

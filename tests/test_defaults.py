@@ -15,10 +15,10 @@ from mwpgen.config import schema
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINING_SECTIONS = (schema.LMTrainParams, schema.GeneratorTrainParams, schema.EvaluatorTrainParams,
-                     schema.OursTrainParams, schema.OursPhaseParams, schema.Seq2SeqTrainParams)
+                     schema.OursTrainParams, schema.OursPhaseParams, schema.Seq2SeqTrainParams, schema.JudgeParams)
 # The code that trains: whatever it declares for these names must come from the schema.
 TRAINERS = ("mwpgen/loop.py", "mwpgen/lm/training.py", "mwpgen/seq2seq/train.py", "mwpgen/seq2seq/baseline.py",
-            "mwpgen/lm/distributed.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "mwpgen/ours").glob("*.py")))
+            "mwpgen/lm/distributed.py", "mwpgen/judge_training.py", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "mwpgen/ours").glob("*.py")))
 
 
 def owned_settings() -> set[str]:

@@ -109,7 +109,7 @@ def test_per_fold_outputs_are_the_paths_of_mwpgen_paths():
             paths = FoldPaths(ROOT, m, item["dataset"], item["fold"])
             allowed |= {str(getattr(paths, p).relative_to(ROOT)) for p in
                         ("model_dir", "generations", "predictions", "scores", "train_metrics", "train_curve",
-                         "keywords", "keyword_stats", "oracle")}
+                         "keywords", "keyword_stats", "oracle", "judge", "judge_metrics")}
         # the judge's measurement of a fold (stage measure_judge)
         allowed |= {str(p.relative_to(ROOT)) for p in measurement_paths(ROOT, item["dataset"], item["fold"])}
         stray = [p for p in _rendered_outputs(stage, item) if p not in allowed]

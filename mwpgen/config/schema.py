@@ -282,6 +282,41 @@ class EvaluateParams(Section):
     meteor_timeout_s: float = Field(600.0, gt=0, description="Watchdog on the METEOR JVM.")
 
 
+class JudgeParams(Section):
+    """The learned consistency judge (mwpgen/learned_judge.py), stage train_judge: a linear head on one hidden layer
+    of an LM reading "problem: M equation: E consistent:", fitted on blind readings of training-fold equations and
+    chosen on readings of validation equations (mwpgen/data/readings.py)."""
+
+    backbone: Literal["evaluator", "pretrained"] = Field(
+        "evaluator", description="The LM the judge reads with: the fold's evaluator (models/mwp2eq/<dataset>/"
+        "fold<k>: it already reads problems into equations) or the pre-trained LM (train.model).")
+    layer: int = Field(12, ge=1, le=256, description="Decoder layers kept: the head reads the hidden state after "
+                       "this many (12 of SmolLM2-135M's 30 separated right from wrong best, studies/learned_judge); "
+                       "at most the backbone's depth.")
+    l2: float = Field(100.0, gt=0, description="L2 penalty of the head's logistic regression on standardised hidden "
+                      "states (100: studies/learned_judge).")
+    finetune_layers: int = Field(0, ge=0, description="Top decoder layers trained with the head on the training "
+                                 "readings after the head is fitted (0: a probe on frozen states; at most layer).")
+    epochs: int = Field(2, ge=1, le=100, description="Passes over the training readings when fine-tuning.")
+    lr: float = Field(2e-5, gt=0, le=1, description="AdamW learning rate of the fine-tuned layers (the head's is "
+                      "10x).")
+    batch_size: int = Field(16, ge=1, le=512, description="Readings per fine-tuning step and per forward pass that "
+                            "reads hidden states.")
+    seeds: list[int] = Field([0], min_length=1, description="Fine-tuning seeds: one judge is trained per seed and "
+                             "the one of best validation AUC kept (a probe alone is an exact fit: the first seed).")
+    recall: float = Field(0.5, gt=0, le=1, description="The threshold: the highest that accepts this share of the "
+                          "validation readings read right.")
+    max_readings: int = Field(0, ge=0, description="A seeded subsample of the training and of the validation "
+                              "readings, each class in proportion and at least 2 of each (0 = all of them).")
+
+    @model_validator(mode="after")
+    def _finetune_within_layer(self) -> "JudgeParams":
+        if self.finetune_layers > self.layer:
+            raise ValueError(f"judge.finetune_layers ({self.finetune_layers}) must be at most judge.layer "
+                             f"({self.layer}): only the kept layers can be trained")
+        return self
+
+
 def _fold_list(folds: list[int]) -> list[int]:
     """Distinct, non-negative fold indices (the upper bound, split.n_folds, is checked by Params)."""
     if any(k < 0 for k in folds) or len(set(folds)) != len(folds):
@@ -355,6 +390,7 @@ class Params(Section):
     train: TrainParams = TrainParams()
     generate: GenerateParams = GenerateParams()
     evaluate: EvaluateParams = EvaluateParams()
+    judge: JudgeParams = JudgeParams()
     ablation: AblationParams = AblationParams()
 
     @model_validator(mode="after")

@@ -1,0 +1,92 @@
+"""Training the learned judge (mwpgen/learned_judge.py) on blind readings: fitted on the `train` part, chosen on the
+`validation` part (mwpgen/data/readings.py), never shown the `test` part.
+
+The head is fitted once on the frozen backbone's hidden states (an exact, seedless fit). With `finetune_layers` the
+top layers are then trained with the head, once per seed, and the seed of best validation AUC is kept. The threshold
+that turns p into a verdict is the highest that still accepts `recall` of the validation readings read right: the
+same rule for every judge, so its validation precision at that recall is what compares judges.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Callable, Sequence
+
+import torch
+
+from mwpgen.learned_judge import (LearnedJudge, auc, finetune, fit_head, precision_at_recall, precision_recall,
+                                  threshold_at_recall)
+
+MIN_PER_CLASS = 2  # a logistic fit and a threshold need readings of both kinds; fewer is an error naming the files
+
+
+def subsample(rows: Sequence[dict], n: int, seed: int) -> list[dict]:
+    """A seeded `n` of `rows` (0: all), each label in proportion and at least MIN_PER_CLASS of each, in their order."""
+    if not n or n >= len(rows):
+        return list(rows)
+    rng = random.Random(seed)
+    kept: set[int] = set()
+    for label in (0, 1):
+        of = [i for i, r in enumerate(rows) if r["label"] == label]
+        take = min(len(of), max(MIN_PER_CLASS, round(n * len(of) / len(rows))))
+        kept |= set(rng.sample(of, take))
+    return [r for i, r in enumerate(rows) if i in kept]
+
+
+def check_classes(rows: Sequence[dict], part: str, where: Sequence[str]) -> None:
+    """One error naming the label sets when a part has too few readings of a class to fit or choose on."""
+    right = sum(r["label"] for r in rows)
+    wrong = len(rows) - right
+    if min(right, wrong) < MIN_PER_CLASS:
+        raise ValueError(f"{', '.join(where)}: the {part} readings hold {right} read right and {wrong} read wrong; a "
+                         f"judge needs at least {MIN_PER_CLASS} of each (read more of the set, or lower "
+                         "judge.max_readings' cut)")
+
+
+def _finite(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(float(x), 4)
+
+
+def measure(scores: Sequence[float], labels: Sequence[int], threshold: float) -> dict:
+    """A judge's probabilities against readings: AUC, precision at recall 0.5, and precision and recall at its
+    threshold (None where not computable: no reading of a class, nothing accepted)."""
+    at = precision_recall(scores, labels, threshold)
+    return {"n": len(labels), "right": int(sum(labels)), "auc": _finite(auc(scores, labels)),
+            "precision_at_recall_0.5": _finite(precision_at_recall(scores, labels, 0.5)),
+            "threshold": round(float(threshold), 6), "precision": _finite(at["precision"]),
+            "recall": _finite(at["recall"]), "accepted": at["accepted"]}
+
+
+def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], cfg, *, device: str,
+                autocast: torch.dtype | None = None,
+                log: Callable[[int, int, int, float], None] | None = None) -> tuple[LearnedJudge, dict]:
+    """The judge over `source` (a causal LM folder or model spec; LearnedJudge.from_lm) fitted on the `train`
+    readings and chosen on the `validation` ones, with params' `judge` section `cfg`; its info says what it is and
+    how it measured on validation. `log(seed, epoch, step, loss)`: fine-tuning progress."""
+    p_train, e_train, y_train = ([r[k] for r in train] for k in ("problem", "equation", "label"))
+    p_val, e_val, y_val = ([r[k] for r in validation] for k in ("problem", "equation", "label"))
+    states = None
+    best: tuple[float, int, LearnedJudge, list[float]] | None = None
+    seed_auc: dict[int, float | None] = {}
+    for seed in cfg.seeds if cfg.finetune_layers else cfg.seeds[:1]:
+        judge = LearnedJudge.from_lm(source, cfg.layer, device)
+        if states is None:  # the frozen states are the same for every seed: read once
+            states = judge.hidden(p_train, e_train, cfg.batch_size)
+        fit_head(judge, states, y_train, cfg.l2)
+        if cfg.finetune_layers:
+            finetune(judge, p_train, e_train, y_train, layers=cfg.finetune_layers, epochs=cfg.epochs, lr=cfg.lr,
+                     batch_size=cfg.batch_size, seed=seed, autocast=autocast,
+                     log=None if log is None else lambda epoch, step, loss, s=seed: log(s, epoch, step, loss))
+        p = judge.probabilities(p_val, e_val, cfg.batch_size)
+        score = auc(p, y_val)
+        seed_auc[seed] = _finite(score)
+        if best is None or score > best[0]:
+            best = (score, seed, judge, p)
+    _, seed, judge, p = best
+    judge.info.threshold = threshold_at_recall(p, y_val, cfg.recall)
+    measured = {"validation": measure(p, y_val, judge.info.threshold), "recall_target": cfg.recall,
+                "seed": seed if cfg.finetune_layers else None,
+                "seed_auc": {str(k): v for k, v in seed_auc.items()} if cfg.finetune_layers else {}}
+    judge.info.measured = measured
+    return judge, measured

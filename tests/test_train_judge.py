@@ -1,0 +1,92 @@
+"""Stage train_judge (flows/train_judge.py) on tiny readings and a tiny evaluator: the judge is fitted on the train
+part and its threshold chosen on the validation part, saved with its figures, logged to the fold's MLflow run; a fold
+without readings keeps the rule; too few readings of a class is one error naming the set. The flow's body runs here
+without Prefect (its task as a plain function)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from prefect.logging import disable_run_logger
+
+import flows.train_judge as stage
+from mwpgen import judge_training
+from mwpgen.config.schema import validate_params
+from mwpgen.learned_judge import PROMPT, LearnedJudge, has_judge
+from mwpgen.paths import FoldPaths
+from tiny_model import tiny_model_dir
+from tiny_readings import EQUATION, problem, write_reading_sets
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch):
+    texts = write_reading_sets(tmp_path)
+    tiny_model_dir(FoldPaths(tmp_path, None, "arithmetic", 0).evaluator.model_dir, texts + [PROMPT, EQUATION],
+                   layers=2)
+    monkeypatch.setattr(stage, "PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr(stage, "fold_paths", lambda model, dataset, fold: FoldPaths(tmp_path, model, dataset, fold))
+    monkeypatch.setattr(stage, "train_judge_model", stage.train_judge_model.fn)  # no Prefect task run
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return tmp_path
+
+
+def _run(judge: dict, dataset: str = "arithmetic") -> dict:
+    params = validate_params({"train": {"device": "cpu", "mixed_precision": False}, "judge": judge})
+    with disable_run_logger():
+        return stage.train_judge.fn(params, dataset, 0)
+
+
+def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(project):
+    result = _run({"layer": 1, "l2": 0.1})
+    paths = FoldPaths(project, None, "arithmetic", 0)
+    assert json.loads(paths.judge_metrics.read_text()) == result
+    assert result["readings"] == {"train": {"n": 8, "right": 4, "problems": 4},
+                                  "validation": {"n": 16, "right": 8, "problems": 8}}  # judge dev + verify_pools
+    val = result["validation"]
+    assert val["n"] == 16 and val["recall"] >= 0.5 and 0 <= val["auc"] <= 1 and result["wall_s"] >= 0
+    assert result["backbone"] == "models/mwp2eq/arithmetic/fold0 (the fold's evaluator)"
+    judge = LearnedJudge.load(paths.judge)
+    assert judge.info.threshold == pytest.approx(val["threshold"], abs=1e-6) and judge.info.layer == 1
+    assert judge.info.measured["validation"] == val and judge.info.backbone == result["backbone"]
+    p = judge.probabilities([problem(True, "apples", 1), problem(False, "apples", 1)], [EQUATION] * 2)
+    assert [judge.accepts(q) for q in p] == [q >= val["threshold"] for q in p]
+    from tracking.runs import client, experiment_id
+
+    c = client()
+    (run,) = c.search_runs([experiment_id(c)], "tags.`mwpgen.key` = 'judge/arithmetic/fold0'")
+    assert run.data.metrics["validation_auc"] == pytest.approx(val["auc"])
+    assert run.data.params["judge.layer"] == "1" and run.data.tags["mwpgen.stage.train_judge"] == "done"
+
+
+def test_fine_tuning_trains_one_judge_per_seed_and_keeps_the_best_on_validation(project):
+    result = _run({"layer": 2, "finetune_layers": 1, "epochs": 1, "batch_size": 4, "seeds": [3, 4], "lr": 1e-3})
+    assert set(result["seed_auc"]) == {"3", "4"}
+    assert result["seed"] in (3, 4) and result["seed_auc"][str(result["seed"])] == max(result["seed_auc"].values())
+    assert LearnedJudge.load(FoldPaths(project, None, "arithmetic", 0).judge).info.trained_layers == 1
+
+
+def test_a_fold_without_readings_gets_no_judge_and_says_why(project):
+    result = _run({"layer": 1}, dataset="mawps")
+    folder = FoldPaths(project, None, "mawps", 0).judge
+    assert result["n"] == 0 and "arithmetic fold 0" in result["no_labels"] and not has_judge(folder)
+    with pytest.raises(FileNotFoundError, match="arithmetic fold 0"):
+        LearnedJudge.load(folder)
+
+
+def test_too_few_readings_of_a_class_or_a_missing_corpus_is_named(project):
+    write_reading_sets(project, right_in_train=1)
+    with pytest.raises(ValueError, match=r"data/labels/corpus: the train readings hold 1 read right and 7 read wrong"):
+        _run({"layer": 1})
+    (project / "data" / "labels" / "corpus" / "problems.csv").unlink()
+    with pytest.raises(FileNotFoundError, match=r"corpus/problems.csv: no such file"):
+        _run({"layer": 1})
+
+
+def test_a_subsample_keeps_both_classes_in_proportion():
+    rows = [{"label": int(i < 10)} | {"i": i} for i in range(100)]
+    kept = judge_training.subsample(rows, 20, seed=1)
+    assert len(kept) == 20 and sum(r["label"] for r in kept) == judge_training.MIN_PER_CLASS
+    assert kept == sorted(kept, key=lambda r: r["i"]) and judge_training.subsample(rows, 20, seed=1) == kept
+    assert judge_training.subsample(rows, 0, seed=1) == rows

@@ -1,0 +1,54 @@
+"""Tiny blind reading sets on disk, laid out as data/labels holds them (mwpgen/data/readings.py's SETS), for tests of
+the judge's stages: right problems say "gets num2 more", wrong ones "gives num2 away", so a judge can learn them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mwpgen.data.readings import LABELS, SETS
+
+OBJECTS = ("apples", "pens", "cards", "shells", "coins", "books", "cups", "hats", "keys", "rocks", "toys", "bags",
+           "cars", "dolls", "eggs", "figs")
+EQUATION = "x = num1 + num2"
+
+
+def problem(right: bool, obj: str, i: int) -> str:
+    verb = "gets num2 more" if right else "gives num2 away"
+    return f"Tom has num1 {obj} and {verb} on day{i} . How many {obj} now ?"
+
+
+def _write(path: Path, header: str, rows: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+
+
+def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None = None) -> list[str]:
+    """Every set of SETS under root/data/labels, `per_part` readings of each of the set's parts, half read right
+    (the corpus' train part: `right_in_train` of them when given). Returns every problem text (a tiny model's
+    vocabulary)."""
+    texts = []
+    for n, spec in enumerate(SETS):
+        folder = root / LABELS / spec.name
+        parts = {"corpus": ("train",), "judge": ("dev", "test"), "verify_pools": ("validation", "test")}.get(
+            spec.name, ("test",))
+        problems, key, labels = [], [], []
+        for part in parts:
+            right = right_in_train if part == "train" and right_in_train is not None else per_part // 2
+            for i in range(per_part):
+                uid = f"{spec.name[:1]}{n}{part[:1]}{i:03d}"
+                text = problem(i < right, OBJECTS[n % len(OBJECTS)], 100 * n + 10 * parts.index(part) + i)
+                texts.append(text)
+                problems.append(f"{uid},{EQUATION},{text}")
+                group = f"{n}{part[:1]}{i // 2}"  # two candidates per dataset problem
+                key.append(f"{uid},{part},{group}")
+                labels.append(f"{uid},{int(i < right)}")
+        _write(folder / "problems.csv", "uid,equation,problem", problems)
+        if spec.name == "judge":
+            _write(folder / "sources.csv", "uid,part,dataset_id", key)
+            for k, name in enumerate("abcd"):  # four readers, a quarter each
+                _write(folder / f"labels_{name}.csv", "uid,label,note", [f"{r}," for r in labels[k::4]])
+        else:
+            _write(folder / "key.csv", "uid,split,id", key)
+            first = {"corpus": "labels/batch_01.csv"}.get(spec.name, "labels_a.csv")
+            _write(folder / first, "uid,label", labels)
+    return texts
