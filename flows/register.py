@@ -1,6 +1,7 @@
 """Stage `register`: the trained ours of each (dataset, fold) the default run trains, logged as an MLflow pyfunc model
-(generator, selector settings, co-trained mwp2eq, signature, input example; tracking/pyfunc_model.py) beside the run
-that trained it, and registered as `mwpgen-ours` with the alias `<dataset>-fold<k>`.
+(generator, selector settings, co-trained mwp2eq, the fold's learned judge when train_judge made one, signature, input
+example; tracking/pyfunc_model.py) beside the run that trained it, and registered as `mwpgen-ours` with the alias
+`<dataset>-fold<k>`.
 
 Serve it with `mlflow models serve -m models:/mwpgen-ours/<version> --env-manager local` (or `@arithmetic-fold0`);
 `mwpgen generate --model models:/mwpgen-ours/<version>` generates with the same model on the command line.
@@ -15,6 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
 from mwpgen.io import write_json
+from mwpgen.learned_judge import has_judge
 from tracking.pyfunc_model import log_ours_model, training_run_id
 from tracking.runs import fold_run
 
@@ -32,14 +34,17 @@ def register(params: Params) -> dict:
             bundle = fold_paths(MODEL, dataset, fold).model_dir
             if not (bundle / "ours.json").exists():
                 raise FileNotFoundError(f"no trained ours at {bundle}; run `dvc repro train_ours` first")
+            judge = fold_paths(MODEL, dataset, fold).judge
+            judge = judge if has_judge(judge) else None  # a fold without readings: the served model keeps the rule
             run_id = training_run_id(MODEL, dataset, fold)
             if run_id is None:  # trained elsewhere (e.g. pulled from the DVC cache): file it under the fold's run
                 log.warning("no MLflow run in this store trained %s; logging it under the fold run", bundle)
                 with fold_run(MODEL, dataset, fold, "register") as run:
-                    info = log_model(bundle, run.run_id, dataset, fold)
+                    info = log_model(bundle, run.run_id, dataset, fold, judge_dir=judge)
             else:
-                info = log_model(bundle, run_id, dataset, fold)
-            log.info("%s/fold%d: %s (%s), run %s", dataset, fold, info["model_uri"], info["alias_uri"], info["run_id"])
+                info = log_model(bundle, run_id, dataset, fold, judge_dir=judge)
+            log.info("%s/fold%d: %s (%s), run %s, judge %s", dataset, fold, info["model_uri"], info["alias_uri"],
+                     info["run_id"], info["judge"])
             registered.append(info)
     result = {"registered": registered}
     write_json(METRICS, result)

@@ -50,9 +50,34 @@ def make_tiny_bundle(path: Path, with_mwp2eq: bool = True) -> Path:
     return save_bundle(path, generator, tokenizer, None, settings, mwp2eq=mwp2eq)
 
 
+def make_tiny_judge(base: Path, out: Path, threshold: float = 0.5) -> Path:
+    """A learned judge (mwpgen/learned_judge.py) over one layer of the tiny LM at `base`, its head fitted on four
+    readings, saved as the train_judge stage saves one."""
+    from mwpgen.learned_judge import LearnedJudge, fit_head
+
+    judge = LearnedJudge.from_lm(base, layer=1)
+    problems = [p for _, p, _ in RECORDS] + ["Joan found num1 shells . How many ?"]
+    equations = [e for e, _, _ in RECORDS] + ["x = num1 + num2"]
+    fit_head(judge, judge.hidden(problems, equations), [1, 1, 0, 0], l2=1.0)
+    judge.info.threshold = threshold
+    return judge.save(out)
+
+
+@pytest.fixture(autouse=True)
+def no_checkout_judge(monkeypatch, tmp_path_factory):
+    """`mwpgen generate` judges with the checkout's models/judge/<dataset>/fold<k> when it holds one: the tiny
+    bundles here are judged only by what each test gives them."""
+    monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path_factory.mktemp("checkout"))
+
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory) -> Path:
     return make_tiny_bundle(tmp_path_factory.mktemp("tiny") / "ours")
+
+
+@pytest.fixture(scope="module")
+def tiny_judge(bundle, tmp_path_factory) -> Path:
+    return make_tiny_judge(Path(str(bundle) + "-base"), tmp_path_factory.mktemp("judge") / "judge")
 
 
 @pytest.fixture(scope="module")
@@ -285,6 +310,76 @@ def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_
     expected = sorted(range(n), key=lambda i: (i % 2 == 1, -[-0.5, -0.1, -2.0, -0.3, -1.0, -0.2][i]))
     texts = service._candidates(request)[0]
     assert [p.masked_text for p in problems] == [texts[i] for i in expected][:request.n]
+
+
+def test_a_learned_judge_ranks_by_its_probability_and_verifies_at_its_threshold(bundle, tiny_judge):
+    from mwpgen.generate.service import Service
+
+    service = Service.load(bundle, "cpu", judge=tiny_judge)
+    assert service.judge is not None and service.judge.info.threshold == 0.5
+    service.parse = service.equation_firmness = lambda *a: pytest.fail("the rule's parser ran beside the judge")
+    p = [0.2, 0.9, 0.5, 0.7, 0.1, 0.6]
+    seen = []
+    service.judge.probabilities = lambda texts, equations: seen.append((texts, equations)) or p[:len(texts)]
+    request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
+                             "max_new_tokens": 12})
+    problems = service.answer(request)
+    texts = seen[0][0]
+    assert seen[0][1] == [request.equation] * len(texts)  # every candidate judged against the input equation
+    expected = sorted(range(len(texts)), key=lambda i: -p[i])
+    assert [q.masked_text for q in problems] == [texts[i] for i in expected][:request.n]
+    assert [q.judge_probability for q in problems] == sorted(p[:len(texts)], reverse=True)[:request.n]
+    assert all(q.verified is (q.judge_probability >= 0.5) for q in problems)
+    assert all(q.parsed_equation is None for q in problems)
+    plain = Service.load(bundle, "cpu").answer(request)  # no learned judge: the rule, no probability
+    assert all(q.judge_probability is None and isinstance(q.parsed_equation, str) for q in plain)
+
+
+def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundle, tiny_judge):
+    argv = ["--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan", "-n", "2", "--verify", "4",
+            "--judge", str(tiny_judge), *FAST]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    shown = re.findall(r"verified: (yes|NO) \(p = (\d\.\d\d), the learned judge's\)", out)
+    assert len(shown) == 2 and all((v == "yes") is (float(q) >= 0.5) for v, q in shown)
+    code, out, _ = run_cli(capsys, *argv, "--format", "json")
+    problems = json.loads(out)
+    assert [p["judge_probability"] >= 0.5 for p in problems] == [p["verified"] for p in problems]
+    assert [f"{p['judge_probability']:.2f}" for p in problems] == [q for _, q in shown]
+    code, out, _ = run_cli(capsys, *argv, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [float(r["judge_probability"]) for r in rows] == [p["judge_probability"] for p in problems]
+    code, out, _ = run_cli(capsys, *argv[:-len(FAST) - 2], "--judge", "rule", *FAST, "--format", "json")
+    assert all(p["judge_probability"] is None and isinstance(p["parsed_equation"], str) for p in json.loads(out))
+
+
+def test_the_default_judge_is_the_default_folds_when_it_holds_one(capsys, monkeypatch, bundle, tiny_judge, tmp_path):
+    import shutil
+
+    from mwpgen.learned_judge import save_no_judge
+
+    monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml: Arithmetic fold 0
+    folder = tmp_path / "models" / "judge" / "arithmetic" / "fold0"
+    argv = ["--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan", "--verify", "3",
+            "--format", "json", *FAST]
+    save_no_judge(folder, "no readings of this fold")  # a fold without readings: the rule
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and json.loads(out)[0]["judge_probability"] is None
+    shutil.rmtree(folder)
+    shutil.copytree(tiny_judge, folder)
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0 and isinstance(json.loads(out)[0]["judge_probability"], float)
+
+
+def test_a_judge_folder_without_a_judge_is_bad_input(capsys, bundle, tmp_path):
+    from mwpgen.learned_judge import save_no_judge
+
+    for folder, why in ((tmp_path / "nowhere", "no such folder"), (tmp_path, "no judge.json"),
+                        (save_no_judge(tmp_path / "none", "no readings of mawps fold 0"), "no readings of mawps")):
+        code, out, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
+                                 "--verify", "2", "--judge", str(folder), *FAST)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f"--judge {folder}: not a learned judge ({why}" in err
 
 
 def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):

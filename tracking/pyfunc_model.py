@@ -9,8 +9,10 @@ One row per request (the fields of mwpgen.generate.request.Request: equation and
 verify, decoding, top_p, temperature, num_beams, max_new_tokens), one output row per problem
 (mwpgen.generate.service.Problem), the same code path as `mwpgen generate`.
 
-The model folder holds the bundle (artifacts/bundle: generator, selector, co-trained mwp2eq) and a copy of the
-code it was logged with (code/mwpgen, code/tasks), so a registered version keeps answering as it did when it was
+The model folder holds the bundle (artifacts/bundle: generator, selector, co-trained mwp2eq), the fold's learned
+judge when it has one (artifacts/judge, the train_judge stage's models/judge/<dataset>/fold<k>: `verify` ranks by its
+probability, `judge_probability` in each output row; without one, by the rule with the co-trained mwp2eq) and a copy
+of the code it was logged with (code/mwpgen, code/tasks), so a registered version keeps answering as it did when it was
 registered, whatever the repository holds later; the third-party packages are pinned in its requirements.
 
 Errors. The scoring server turns an MlflowException into its error code's HTTP status with the message as JSON,
@@ -77,7 +79,7 @@ OUTPUT_SCHEMA = Schema([
     ColSpec("string", "context"), ColSpec("string", "text"), ColSpec("string", "masked_text"),
     ColSpec("boolean", "verified", required=False), ColSpec("string", "parsed_equation", required=False),
     ColSpec("string", "answer", required=False), ColSpec(Map("string"), "numbers"),
-    ColSpec("double", "log_likelihood"),
+    ColSpec("double", "log_likelihood"), ColSpec("double", "judge_probability", required=False),
 ])
 SIGNATURE = ModelSignature(inputs=None, outputs=OUTPUT_SCHEMA)  # no input schema: see "Errors" above
 INPUT_EXAMPLE = {"equation": ["x = num1 + num2"], "context": ["apples basket"], "n": [1], "seed": [0],
@@ -144,7 +146,8 @@ class OursModel(PythonModel):
     def load_context(self, context) -> None:
         from mwpgen.generate.service import Service
 
-        self.service = Service.load(context.artifacts["bundle"], os.environ.get(DEVICE_ENV, "auto"))
+        self.service = Service.load(context.artifacts["bundle"], os.environ.get(DEVICE_ENV, "auto"),
+                                    judge=context.artifacts.get("judge"))  # logged without one: the rule
         self.lock = threading.Lock()  # one generation at a time
         self.admitted = threading.BoundedSemaphore(MAX_CALLS_IN_FLIGHT)
 
@@ -218,11 +221,12 @@ def training_run_id(model: str, dataset: str, fold: int) -> str | None:
     return runs[0].info.run_id if runs else None
 
 
-def log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name: str = MLFLOW_MODEL_NAME) -> dict:
-    """Log the bundle as a pyfunc model of run `run_id`, register it as `name`, alias the version
-    `<dataset>-fold<k>` and tag the run with the model URI. Returns where it went."""
+def log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name: str = MLFLOW_MODEL_NAME,
+                   judge_dir: Path | None = None) -> dict:
+    """Log the bundle (with the learned judge in `judge_dir`, if any) as a pyfunc model of run `run_id`, register it
+    as `name`, alias the version `<dataset>-fold<k>` and tag the run with the model URI. Returns where it went."""
     with _fluent_uris(tracking_uri()):
-        return _log_ours_model(bundle_dir, run_id, dataset, fold, name)
+        return _log_ours_model(bundle_dir, run_id, dataset, fold, name, judge_dir)
 
 
 @contextmanager
@@ -238,26 +242,31 @@ def _fluent_uris(uri: str) -> Iterator[None]:
         mlflow.set_registry_uri(before[1])
 
 
-def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name: str) -> dict:
+def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name: str,
+                    judge_dir: Path | None) -> dict:
     c = client()
     run = c.get_run(run_id)
     # Created here, in the run's experiment: Model.log alone would file it under the process's active experiment.
     logged = c.create_logged_model(run.info.experiment_id, name, source_run_id=run_id, params=run.data.params,
                                    tags={"dataset": dataset, "fold": str(fold)}, model_type="mwpgen-ours")
     info = Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id, model_id=logged.model_id,
-                     registered_model_name=name, python_model=OursModel(), artifacts={"bundle": str(bundle_dir)},
+                     registered_model_name=name, python_model=OursModel(),
+                     artifacts={"bundle": str(bundle_dir), **({"judge": str(judge_dir)} if judge_dir else {})},
                      code_paths=[str(PROJECT_ROOT / "mwpgen"), str(PROJECT_ROOT / "tracking")],
                      signature=SIGNATURE, input_example=pd.DataFrame(INPUT_EXAMPLE),
                      pip_requirements=requirements(),
                      metadata={"dataset": dataset, "fold": fold, "request_fields": list(FIELDS),
                                "max_problems_per_request": MAX_N, "max_verify_per_request": MAX_VERIFY,
                                "max_requests_per_call": MAX_ROWS, "max_candidates_per_call": MAX_CANDIDATES_PER_CALL,
-                               "max_calls_in_flight": MAX_CALLS_IN_FLIGHT})
+                               "max_calls_in_flight": MAX_CALLS_IN_FLIGHT,
+                               "judge": "learned" if judge_dir else "rule"})
     v = str(info.registered_model_version)
-    for key, value in {"dataset": dataset, "fold": str(fold), "run_id": run_id, "bundle": str(bundle_dir)}.items():
+    for key, value in {"dataset": dataset, "fold": str(fold), "run_id": run_id, "bundle": str(bundle_dir),
+                       "judge": str(judge_dir) if judge_dir else "rule"}.items():
         c.set_model_version_tag(name, v, key, value)
     alias = f"{dataset}-fold{fold}"
     c.set_registered_model_alias(name, alias, v)
     c.set_tag(run_id, "mwpgen.registered_model", f"models:/{name}/{v}")
     return {"dataset": dataset, "fold": fold, "name": name, "version": int(v), "model_uri": f"models:/{name}/{v}",
-            "alias_uri": f"models:/{name}@{alias}", "model_id": info.model_id, "run_id": run_id}
+            "alias_uri": f"models:/{name}@{alias}", "model_id": info.model_id, "run_id": run_id,
+            "judge": "learned" if judge_dir else "rule"}

@@ -16,6 +16,10 @@ fingerprint of the requests and options) is replaced atomically after it; `--res
 complete request and continues with the next one. The marker is removed when the run finishes.
 A request whose samples repeat each other gets fewer distinct problems than its n: said on stderr (exit 0).
 
+`--verify K` ranks the K candidates by the learned judge (`--judge`, default: the one an MLflow model packages, else
+the default run's models/judge/<dataset>/fold<k> when it holds one) or, without one, by the rule with the
+co-trained mwp2eq (`--judge rule`).
+
 `--model` is a bundle folder, an MLflow model folder, an MLflow run id (the run that trained and logged it),
 `runs:/RUN/mwpgen-ours` or `models:/mwpgen-ours/VERSION` (also `@alias`). This library never imports mlflow: an
 MLflow reference is fetched with mlflow's own command line (`python -m mlflow artifacts download`) into a
@@ -50,14 +54,16 @@ DEBUG_ENV = "MWPGEN_DEBUG"
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 PARTIAL_SUFFIX = ".partial"  # FILE.partial: the progress marker of an unfinished --output FILE
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
-CSV_COLUMNS = ("request", "rank", "given", "equation", "context", "text", "verified", "parsed_equation", "answer",
-               "numbers", "log_likelihood", "masked_text")
+CSV_COLUMNS = ("request", "rank", "given", "equation", "context", "text", "verified", "judge_probability",
+               "parsed_equation", "answer", "numbers", "log_likelihood", "masked_text")
+RULE = "rule"  # --judge rule: verify with the rule (mwpgen/judge.py) even where a learned judge exists
 
 EXAMPLES = """examples:
   mwpgen generate --equation "x = 12 - 5" --context "apples basket" -n 2
   mwpgen generate --equation "x = num1 * num2" --context "boxes candies" --numbers auto --verify 8
   mwpgen generate --input requests.csv --format csv > problems.csv
   mwpgen generate --model models:/mwpgen-ours/1 --equation "x = num1 + num2" --context "bus people"
+  mwpgen generate --equation "x = num1 - num2" --context apples --verify 8 --judge models/judge/arithmetic/fold0
 
 request files: CSV with a header row, or JSONL with one object per line; the fields are equation, context and,
 optionally, any of n, seed, numbers, verify, decoding, top_p, temperature, num_beams, max_new_tokens (the options
@@ -104,10 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--seed", help="seed of sampling and of --numbers auto (default 0)")
     how.add_argument("--numbers", choices=NUMBER_MODES, help="auto: draw small integers for num1, num2, ... such "
                      "that x is a positive whole number, and print the answer (default given)")
-    how.add_argument("--verify", metavar="K", help="sample K candidates (up to 32 pays here), keep those the "
-                     "judge accepts (the co-trained mwp2eq reads back the equation, and the problem uses each number "
-                     "once, asks a question and has a word for each operation), the most firmly read first "
-                     "(default 0: no check)")
+    how.add_argument("--verify", metavar="K", help="sample K candidates (up to 32 pays here) and show first those "
+                     "the judge accepts: the learned judge's probability that the problem encodes the equation, "
+                     "highest first; with --judge rule, the co-trained mwp2eq reads back the equation and the problem "
+                     "uses each number once, asks a question and has a word for each operation, the most firmly read "
+                     "first (default 0: no check)")
     how.add_argument("--decoding", choices=DECODINGS, help="default top_p")
     how.add_argument("--top-p", dest="top_p", help="nucleus mass (default 0.9)")
     how.add_argument("--temperature", help="default 1.0")
@@ -117,6 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--model", "-m", help="bundle folder, MLflow model folder, MLflow run id, runs:/RUN/"
                        f"{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (default: the default run's "
                        "trained ours, models/ours/<first dataset>/fold<first fold>)")
+    where.add_argument("--judge", metavar="FOLDER", help="the learned judge --verify ranks by (a train_judge output, "
+                       "models/judge/<dataset>/fold<k>), or 'rule' (default: the one an MLflow --model packages, else "
+                       "models/judge/<first dataset>/fold<first fold> when it holds one, else the rule)")
     where.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     where.add_argument("--format", "-f", default="text", choices=("text", "json", "csv"), help="default text")
     where.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE (default: stdout); each "
@@ -163,19 +173,25 @@ def named(item: Numbered, message: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- the model
 
-def default_model() -> Path:
-    """The default run's trained ours: models/ours/<experiment.datasets[0]>/fold<experiment.folds[0]>."""
+def default_fold() -> tuple[str, int]:
+    """The default run's (dataset, fold): params.yaml's first of each (Arithmetic fold 0 without one)."""
     from mwpgen.config.files import ParamsError
     from mwpgen.config.schema import load_params
-    from mwpgen.paths import FoldPaths
 
-    dataset, fold = "arithmetic", 0
     if (PROJECT_ROOT / "params.yaml").exists():
         try:
             exp = load_params(PROJECT_ROOT / "params.yaml").experiment
-            dataset, fold = exp.datasets[0], exp.folds[0]
+            return exp.datasets[0], exp.folds[0]
         except ParamsError:
             pass
+    return "arithmetic", 0
+
+
+def default_model() -> Path:
+    """The default run's trained ours: models/ours/<experiment.datasets[0]>/fold<experiment.folds[0]>."""
+    from mwpgen.paths import FoldPaths
+
+    dataset, fold = default_fold()
     path = FoldPaths(PROJECT_ROOT, "ours", dataset, fold).model_dir
     if not (path / "ours.json").exists():
         raise CliError(no_model_help(path, dataset, fold), EXIT_FAILED)
@@ -241,6 +257,39 @@ def fetch_mlflow_model(uri: str, timeout_s: float = 900) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+def check_judge(spec: str | None) -> None:
+    """An explicit --judge that holds no learned judge, as bad input before any model loads."""
+    if spec is None or spec == RULE:
+        return
+    from mwpgen.learned_judge import INFO_FILE, NO_JUDGE_FILE
+
+    path = Path(spec).expanduser()
+    if not (path / INFO_FILE).exists():
+        why = json.loads((path / NO_JUDGE_FILE).read_text(encoding="utf-8")).get("reason", "") \
+            if (path / NO_JUDGE_FILE).exists() else f"no {INFO_FILE}" if path.is_dir() else "no such folder"
+        raise CliError(f"--judge {spec}: not a learned judge ({why}); give a train_judge output "
+                       f"(models/judge/<dataset>/fold<k>) or {RULE}", EXIT_BAD_INPUT)
+
+
+def resolve_judge(spec: str | None, model: Path) -> Path | None:
+    """The learned judge's folder for --judge `spec` with the model at `model`: the one given; by default the one
+    an MLflow model packages, else the default run's (models/judge/<dataset>/fold<k>) when it holds one; None for
+    the rule."""
+    from mwpgen.generate.service import packaged_judge
+    from mwpgen.learned_judge import has_judge
+    from mwpgen.paths import FoldPaths
+
+    if spec == RULE:
+        return None
+    if spec is not None:
+        return Path(spec).expanduser()
+    packaged = packaged_judge(model)
+    if packaged is not None:
+        return packaged
+    path = FoldPaths(PROJECT_ROOT, None, *default_fold()).judge
+    return path if has_judge(path) else None  # a fold without readings has none: the rule
+
+
 def resolve_model(spec: str | None) -> Path:
     if spec is None:
         return default_model()
@@ -257,6 +306,8 @@ def resolve_model(spec: str | None) -> Path:
 # ---------------------------------------------------------------------------------------------- output
 
 def _verified(p) -> str:
+    if p.judge_probability is not None:
+        return f"{'yes' if p.verified else 'NO'} (p = {p.judge_probability:.2f}, the learned judge's)"
     return (f"{'yes' if p.verified else 'NO'} (judge: the co-trained mwp2eq reads {p.parsed_equation!r}; numbers "
             "and question checked)")
 
@@ -393,7 +444,7 @@ def partial_marker(path: Path) -> Path:
 
 def run_fingerprint(args: argparse.Namespace, requests: Sequence[Numbered]) -> str:
     """What a resumed run must share with the run it continues: the checked requests, the model and the format."""
-    described = [args.model, args.format, *(repr(item.request) for item in requests)]
+    described = [args.model, args.judge, args.format, *(repr(item.request) for item in requests)]
     return hashlib.sha256("\n".join(map(str, described)).encode()).hexdigest()
 
 
@@ -450,7 +501,7 @@ def check_device(device: str) -> None:
             raise CliError("--device cuda: no CUDA device is visible here; use --device auto or cpu", EXIT_BAD_INPUT)
 
 
-def load_service(model: Path, device: str):
+def load_service(model: Path, device: str, judge: Path | None = None):
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     from transformers.utils import logging as hf_logging
 
@@ -458,16 +509,18 @@ def load_service(model: Path, device: str):
 
     hf_logging.disable_progress_bar()  # "Loading weights" bars: the model is small, the output is the point
     try:
-        return Service.load(model, device)
+        return Service.load(model, device, judge)
     except FileNotFoundError as e:  # a folder that holds no ours: a wrong --model (the default was checked)
         raise CliError(f"--model: {' '.join(str(e).split())}", EXIT_BAD_INPUT) from None
     except (OSError, ValueError, RuntimeError) as e:
-        raise CliError(f"could not load the model at {model}: {' '.join(str(e).split())}", EXIT_FAILED) from None
+        what = f"the model at {model}" + (f" or the judge at {judge}" if judge is not None else "")
+        raise CliError(f"could not load {what}: {' '.join(str(e).split())}", EXIT_FAILED) from None
 
 
 def generate_command(args: argparse.Namespace) -> int:
     requests = read_requests(args)
     check_device(args.device)
+    check_judge(args.judge)
     sink = open_sink(args, requests)
     if sink is None:
         return 0
@@ -484,7 +537,10 @@ def generate_command(args: argparse.Namespace) -> int:
 def write_problems(args: argparse.Namespace, requests: Sequence[Numbered], sink: Sink) -> int:
     from tqdm import tqdm
 
-    service = load_service(resolve_model(args.model), args.device)
+    model = resolve_model(args.model)
+    # The judge only reads --verify's candidates: without one, it is not loaded.
+    judge = resolve_judge(args.judge, model) if any(item.request.verify for item in requests) else None
+    service = load_service(model, args.device, judge)
     for item in requests:
         try:
             service.check(item.request)

@@ -8,17 +8,22 @@ For a request it
 2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several) and scores each by the generator's
    mean token log-likelihood of the text and its EOS, teacher-forced as in training (one forward pass; decoding
    scores would be those of the warped top-p distribution);
-3. judges each candidate (mwpgen.judge.judged, the rule the evaluate stage applies) with the bundle's co-trained
-   mwp2eq as its parser: verified when the greedy parse is the input equation symbol for symbol and the problem
-   passes a reader's surface checks (every numN of the equation once, no other, a question at the end, and for
-   each operator of the equation a word that commonly signals it: mwpgen.judge.OPERATION_CUES);
-   (only with `verify = K`: without it nothing is checked and no verdict is shown);
-4. with `verify = K`, ranks the candidates by the judge: the verified ones first, each group by the parser's
-   log-likelihood of the input equation per token (how firmly it reads that equation), and returns the best n
-   (unverified ones only when fewer than n passed, and marked so); without it, the n samples in order;
+3. judges each candidate (only with `verify = K`: without it nothing is checked and no verdict is shown):
+   - with a learned judge (mwpgen/learned_judge.py, the train_judge stage's models/judge/<dataset>/fold<k>): its
+     probability p that the problem encodes the equation; verified when p reaches the judge's threshold (chosen
+     on readings of validation equations);
+   - without one, the rule the evaluate stage applied before (mwpgen.judge.judged) with the bundle's co-trained
+     mwp2eq as its parser: verified when the greedy parse is the input equation symbol for symbol and the problem
+     passes a reader's surface checks (every numN of the equation once, no other, a question at the end, and for
+     each operator of the equation a word that commonly signals it: mwpgen.judge.OPERATION_CUES);
+4. with `verify = K`, ranks the candidates by the judge and returns the best n (unverified ones only when fewer
+   than n passed, and marked so): by p, highest first, with a learned judge; else the verified ones first, each
+   group by the parser's log-likelihood of the input equation per token (how firmly it reads that equation).
+   Without `verify`, the n samples in order;
 5. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
    the answer from the input equation.
-The co-trained mwp2eq only chooses what is shown here; the independent evaluator alone scores ACC-eq.
+The co-trained mwp2eq and the learned judge only choose what is shown here; the independent evaluator alone scores
+ACC-eq.
 
 A caller that must answer within a time (the served model: its request timeout) passes a `deadline`
 (time.monotonic()); decoding stops at the first token step past it and DeadlineExceeded is raised between the
@@ -39,6 +44,7 @@ from mwpgen.data.masking import number_value
 from mwpgen.generate.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
                                      format_number)
 from mwpgen.judge import equation_logprobs, judged
+from mwpgen.learned_judge import LearnedJudge
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
@@ -76,10 +82,11 @@ class Problem:
     text: str  # numbers filled in (when known) and detokenised
     masked_text: str  # as the generator wrote it
     verified: bool | None  # the judge accepts it; None: not checked (verify = 0)
-    parsed_equation: str | None  # the co-trained mwp2eq's reading of masked_text
+    parsed_equation: str | None  # the co-trained mwp2eq's reading of masked_text (the rule's parse; None otherwise)
     answer: str | None  # x for the numbers, None while the numbers are num tokens
     numbers: dict[str, str] = field(default_factory=dict)
     log_likelihood: float = 0.0  # mean per token (text + EOS) under the generator
+    judge_probability: float | None = None  # the learned judge's p(it encodes the equation); None: no learned judge
 
     def record(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -104,28 +111,45 @@ def bundle_folder(path: str | Path) -> Path:
     raise FileNotFoundError(f"{path} is not a trained ours model (no ours.json, no MLmodel)")
 
 
+def packaged_judge(path: str | Path) -> Path | None:
+    """The learned judge an MLflow model folder packages as its pyfunc artifact `judge` (tracking/pyfunc_model.py);
+    None for a bundle folder or a model logged without one."""
+    path = Path(path)
+    if not (path / "MLmodel").exists():
+        return None
+    import yaml
+
+    meta = yaml.safe_load((path / "MLmodel").read_text(encoding="utf-8")) or {}
+    artifact = meta.get("flavors", {}).get("python_function", {}).get("artifacts", {}).get("judge", {})
+    return path / artifact["path"] if artifact.get("path") else None
+
+
 class Service:
-    def __init__(self, generator, tokenizer, mwp2eq, settings: dict):
+    def __init__(self, generator, tokenizer, mwp2eq, settings: dict, judge: LearnedJudge | None = None):
         self.generator, self.tokenizer, self.mwp2eq, self.settings = generator, tokenizer, mwp2eq, settings
+        self.judge = judge  # the learned judge; None: the rule with the co-trained mwp2eq
         self.device = next(generator.parameters()).device
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto") -> "Service":
+    def load(cls, path: str | Path, device: str = "auto", judge: str | Path | None = None) -> "Service":
+        """The bundle at `path` (mwpgen.generate.service.bundle_folder), with the learned judge saved in `judge`
+        (None: verify by the rule)."""
         folder = bundle_folder(path)
         bundle_settings(folder)  # a clear error for a wrong format before loading weights
         device = resolve_device(device)
         generator, tokenizer, _selector, settings = load_bundle(folder, device)
-        return cls(generator, tokenizer, load_mwp2eq(folder, device), settings)
+        learned = LearnedJudge.load(judge, device) if judge is not None else None
+        return cls(generator, tokenizer, load_mwp2eq(folder, device), settings, learned)
 
     @property
     def can_verify(self) -> bool:
-        return self.mwp2eq is not None
+        return self.judge is not None or self.mwp2eq is not None
 
     def check(self, request: Request) -> Request:
         """What the model itself cannot do, as a RequestError before any generation."""
         if request.verify and not self.can_verify:
-            raise RequestError("verify", "this model has no co-trained mwp2eq (it was trained without L_eq), so "
-                               "it cannot check its problems; drop verify")
+            raise RequestError("verify", "this model has no co-trained mwp2eq (it was trained without L_eq) and no "
+                               "learned judge was given, so it cannot check its problems; drop verify")
         width = self.settings["context_tokens"]
         n = sum(len(w) for w in encode_joint(self.tokenizer, JointExample(request.equation, "", request.context)).keywords)
         if n > width:
@@ -140,14 +164,20 @@ class Service:
         texts, scores = self._candidates(request, deadline)
         parsed: list[str | None] = [None] * len(texts)
         verified: list[bool | None] = [None] * len(texts)
+        probability: list[float | None] = [None] * len(texts)
         order = list(range(len(texts)))
         if request.verify:
             check_deadline(deadline, "before the judge read the candidates")
-            parsed = self.parse(texts)
-            verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
-            check_deadline(deadline, "before the candidates were ranked")
-            firmness = self.equation_firmness(texts, request.equation)
-            order.sort(key=lambda i: (not verified[i], -firmness[i]))
+            if self.judge is not None:
+                probability = self.judge.probabilities(texts, [request.equation] * len(texts))
+                verified = [self.judge.accepts(p) for p in probability]
+                order.sort(key=lambda i: -probability[i])  # stable: equal p keep sampling order
+            else:
+                parsed = self.parse(texts)
+                verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
+                check_deadline(deadline, "before the candidates were ranked")
+                firmness = self.equation_firmness(texts, request.equation)
+                order.sort(key=lambda i: (not verified[i], -firmness[i]))
         values: dict[str, str] = dict(request.values)
         if request.numbers == "auto":
             values = {k: str(v) for k, v in auto_numbers(request.equation, request.seed).items()}
@@ -159,7 +189,8 @@ class Service:
                 text, numbers = fill_numbers(texts[i], values, request.seed + rank)
             problems.append(Problem(index, rank, request.equation, request.given, " ".join(request.context),
                                     detokenize(text), texts[i], verified[i], parsed[i],
-                                    None if x is None else format_number(x), numbers, round(scores[i], 4)))
+                                    None if x is None else format_number(x), numbers, round(scores[i], 4),
+                                    None if probability[i] is None else round(probability[i], 4)))
         return problems
 
     def equation_firmness(self, masked_texts: Sequence[str], equation: str) -> list[float]:
