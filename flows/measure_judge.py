@@ -7,22 +7,33 @@ it reads the fold's blind labels (data/labels/judge: generated problems a reader
 parse or a verdict) and measures its precision and recall, with bootstrap intervals, per part: "dev" (validation
 equations: what the judge was chosen on) and "test" (test equations: chose nothing). ACC-eq's own verdict (the parse
 alone) is measured beside it. The report's notes quote the test part. A fold without labels writes that it has none.
+
+The fold's learned judge (stage train_judge, models/judge/<dataset>/fold<k>) is measured beside the rule: on the same
+parts of data/labels/judge, and on every blind reading of a test equation the project holds (mwpgen/data/readings.py:
+data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge; none of them fitted or chose it):
+its AUC, precision at recall 0.5 and precision and recall at its threshold (with bootstrap intervals), and the
+rule's verdicts on those same readings.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
+from mwpgen.data.readings import readings
 from mwpgen.evaluation.blind_labels import LABELLED_FOLD, PARTS, measurement_paths, read_labels, verdict_quality
 from mwpgen.evaluation.metrics import equation_matches
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.judge import JUDGE_RULE, judged
+from mwpgen.judge_training import measure
+from mwpgen.learned_judge import INFO_FILE, NO_JUDGE_FILE, has_judge
 from mwpgen.paths import PROJECT_ROOT
 from mwpgen.registry import EVALUATOR
+from tasks.judge import judge_probabilities
 from tasks.parse import predict_equations
 from tracking.runs import fold_run
 
@@ -42,34 +53,85 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     cap = params.experiment.max_test_of(dataset)  # a measurement set: the smoke profile's cap applies to it too
     labelled = read_labels(LABELS)
     rows = [r for part in PARTS for r in [r for r in labelled if r["part"] == part][: cap or None]]
+    judge_dir = fold_paths(None, dataset, fold).judge
+    learned = has_judge(judge_dir)
+    # every reading of a test equation: what the learned judge is measured on
+    tests = readings(PROJECT_ROOT)["test"][: cap or None] if learned else []
     with fold_run(EVALUATOR.name, dataset, fold, "measure_judge") as run:
         start = time.time()
-        parsed = predict_equations(params, fold_paths(None, dataset, fold).evaluator.model_dir,
-                                   [r["problem"] for r in rows])
+        texts = list(dict.fromkeys(r["problem"] for r in rows + tests))  # each text parsed once
+        parse_of = dict(zip(texts, predict_equations(params, fold_paths(None, dataset, fold).evaluator.model_dir,
+                                                     texts)))
         parse_s = time.time() - start
+        parsed = [parse_of[r["problem"]] for r in rows]
         matches = equation_matches(parsed, [r["equation"] for r in rows])  # ACC-eq's own verdict
         for r, parse, match in zip(rows, parsed, matches):
             r["parsed"], r["judged"], r["acc_eq"] = parse, judged(parse, r["equation"], r["problem"]), match
         result = {"dataset": dataset, "fold": fold, "judge": JUDGE_RULE, "n": len(rows), "labels": "data/labels/judge",
                   "parse_s": round(parse_s, 1)}
         seed = params.experiment.seed
+        threshold, probability_of = None, {}
+        if learned:
+            pairs = list(dict.fromkeys((r["problem"], r["equation"]) for r in rows + tests))
+            probabilities, threshold = judge_probabilities(params, judge_dir, [p for p, _ in pairs],
+                                                           [e for _, e in pairs])
+            probability_of = dict(zip(pairs, probabilities))
+            for r in rows:
+                r["judge_probability"] = round(probability_of[(r["problem"], r["equation"])], 4)
+                r["learned_judged"] = probability_of[(r["problem"], r["equation"])] >= threshold
+        # name in the result -> the verdict of each row: the rule, ACC-eq's, and the learned judge's where it exists
+        verdicts = {"judge": "judged", "acc_eq": "acc_eq", **({"learned": "learned_judged"} if learned else {})}
         for part in PARTS:
             of = [r for r in rows if r["part"] == part]
-            result[part] = {"n": len(of), "consistent": sum(r["label"] for r in of),
-                            "judge": verdict_quality([r["judged"] for r in of], [r["label"] for r in of], seed),
-                            "acc_eq": verdict_quality([r["acc_eq"] for r in of], [r["label"] for r in of], seed)}
-            for verdict in ("judge", "acc_eq"):
+            labels = [r["label"] for r in of]
+            result[part] = {"n": len(of), "consistent": sum(labels),
+                            **{name: verdict_quality([r[key] for r in of], labels, seed) for name, key in verdicts.items()}}
+            for verdict in verdicts:
                 run.metrics({f"{part}_{verdict}_{k}": v for k, v in result[part][verdict].items()
                              if k in ("precision", "recall") and v is not None})
-        write_jsonl(verdicts_path, [{k: r[k] for k in ("uid", "part", "label", "parsed", "acc_eq", "judged")}
-                                    for r in rows])
+        result["learned_judge"] = learned_on_tests(judge_dir, tests, parse_of, probability_of, threshold, seed) \
+            if learned else {"no_judge": no_judge_reason(judge_dir)}
+        for name in ("learned", "rule"):
+            run.metrics({f"test_readings_{name}_{k}": v for k, v in result["learned_judge"].get(name, {}).items()
+                         if k in ("auc", "precision_at_recall_0.5", "precision", "recall") and v is not None})
+        columns = ("uid", "part", "label", "parsed", "acc_eq", "judged") + \
+            (("judge_probability", "learned_judged") if learned else ())
+        write_jsonl(verdicts_path, [{k: r[k] for k in columns} for r in rows])
         write_json(metrics_path, result)
         run.artifact(metrics_path)
         run.artifact(verdicts_path, "verdicts")
         test = result["test"]["judge"]
         log.info("judge on %s fold %d, %d test labels: precision %s recall %s", dataset, fold, result["test"]["n"],
                  test["precision"], test["recall"])
+        if learned:
+            on = result["learned_judge"]
+            log.info("learned judge on %d test readings: AUC %s, precision %s at recall %s (the rule: %s at %s)",
+                     on["n"], on["learned"]["auc"], on["learned"]["precision"], on["learned"]["recall"],
+                     on["rule"]["precision"], on["rule"]["recall"])
     return result
+
+
+def no_judge_reason(judge_dir) -> str:
+    if (judge_dir / NO_JUDGE_FILE).exists():
+        return json.loads((judge_dir / NO_JUDGE_FILE).read_text(encoding="utf-8")).get("reason", "")
+    return f"no {INFO_FILE} in {judge_dir}"
+
+
+def learned_on_tests(judge_dir, tests: list[dict], parse_of: dict, probability_of: dict, threshold: float,
+                     seed: int) -> dict:
+    """The learned judge and the rule on every test reading: AUC, precision at recall 0.5, precision and recall at
+    the judge's threshold with bootstrap intervals; the rule's verdicts on the same readings."""
+    labels = [r["label"] for r in tests]
+    p = [probability_of[(r["problem"], r["equation"])] for r in tests]
+    rule = [judged(parse_of[r["problem"]], r["equation"], r["problem"]) for r in tests]
+    info = json.loads((judge_dir / INFO_FILE).read_text(encoding="utf-8"))
+    quality = verdict_quality([q >= threshold for q in p], labels, seed)
+    return {"judge": f"{info['backbone']}, layer {info['layer']}, threshold {threshold:.3f}",
+            "labels": sorted({r["source"] for r in tests}), "n": len(tests), "consistent": sum(labels),
+            "problems": len({r["group"] for r in tests}),
+            "learned": {**measure(p, labels, threshold),
+                        **{k: quality[k] for k in ("precision_ci", "recall_ci", "tp", "fp", "fn")}},
+            "rule": {**verdict_quality(rule, labels, seed), "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]}}
 
 
 if __name__ == "__main__":

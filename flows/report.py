@@ -29,8 +29,10 @@ from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tracking.runs import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
-# The judge's precision and recall against blind readings (stage measure_judge; the labels are of one fold)
+# The judge's precision and recall against blind readings (stage measure_judge; the labels are of one fold), and the
+# learned judge's figures on the validation readings that chose it (stage train_judge, the same fold)
 JUDGE_MEASURED = measurement_paths(PROJECT_ROOT, *LABELLED_FOLD)[0]
+JUDGE_TRAINED = fold_paths(None, *LABELLED_FOLD).judge_metrics
 
 
 def _what_was_run(params: Params, train_metrics: dict[str, dict], other_profiles: dict[str, dict]) -> str:
@@ -167,15 +169,18 @@ def report(params: Params) -> dict:
     trained_variants = [variant_of(m) for m, _, _ in ablation_models]
     examples, selection = _keyword_examples(exp, datasets)
     judge = read_json(JUDGE_MEASURED) if JUDGE_MEASURED.exists() else None
+    trained_judge = read_json(JUDGE_TRAINED) if JUDGE_TRAINED.exists() else None
     ablation = ablation_runs(scores, lambda m: variant_of(m, trained_variants), table4_rows, ab.datasets, ab.folds,
                              predictions, exp.seed)
     with stage_run("report") as run:
         run.params({"datasets": datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
         base_model = params.train.model  # the row labels say what GPT, GPT-pre and ours are built on
-        tables = {"table2": table2(scores, oracle, models, datasets, deltas, judge, base_model=base_model),
+        tables = {"table2": table2(scores, oracle, models, datasets, deltas, judge, base_model=base_model,
+                                   trained_judge=trained_judge),
                   "table3": table3(scores, models, datasets, base_model=base_model),
-                  "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge, base_model=base_model),
+                  "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge, base_model=base_model,
+                                   trained_judge=trained_judge),
                   "table5": table5(examples, selection=selection)}
         other_profiles = _recorded_sizes(scores, train_metrics, sorted(scored_elsewhere))
         subsampled = {d: (exp.max_train_of(d), exp.max_test_of(d)) for d in exp.datasets
@@ -202,7 +207,7 @@ def report(params: Params) -> dict:
         atomic_write_text(REPORTS / "README.md", readme)
         run.artifact(REPORTS / "README.md", "tables")
         metrics = summary(scores, oracle, deltas) | {"table4": ablation_summary(ablation),
-                                                     "judge": judge_summary(judge)}
+                                                     "judge": judge_summary(judge, trained_judge)}
         write_json(PROJECT_ROOT / "metrics" / "report.json", metrics)
         run.artifact(PROJECT_ROOT / "results" / "predictions", "predictions")
         run.metrics(_flat(metrics))

@@ -154,3 +154,19 @@ def test_every_param_a_stage_lists_is_in_params_yaml():
                     break
                 node = node[part]
     assert not missing, "dvc.yaml lists params that params.yaml lacks:\n" + "\n".join(missing)
+
+
+def test_the_judge_stages_depend_on_every_reading_file_they_read():
+    """mwpgen/data/readings.py reads files by pattern; dvc.yaml names them (or their folder), so a reading added to
+    a set reruns the stages that read it, and a stage depends on no reading set it never opens."""
+    from mwpgen.data.readings import CHOOSING_SETS, files
+
+    def uncovered(stage: str, sets) -> list[str]:
+        deps = [str(d).rstrip("/") for d in STAGES[stage]["deps"]]
+        return [str(f.relative_to(ROOT)) for f in files(ROOT, sets)
+                if not any(str(f.relative_to(ROOT)) == d or str(f.relative_to(ROOT)).startswith(d + "/") for d in deps)]
+
+    assert not uncovered("train_judge", CHOOSING_SETS) and not uncovered("measure_judge", None)
+    read = {str(f.relative_to(ROOT).parent) for f in files(ROOT, CHOOSING_SETS)}
+    labels = [d for d in STAGES["train_judge"]["deps"] if d.startswith("data/labels/")]
+    assert all(any(d == r or d.startswith(r + "/") for r in read) for d in labels), labels

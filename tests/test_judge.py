@@ -148,3 +148,19 @@ def test_the_judged_verdict_needs_the_parse_and_every_surface_check():
     assert not judged(eq, eq, "Joan had num1 shells . She gave num2 away and num3 more . How many are left ?")
     assert not judged(eq, eq, "Joan had num1 shells . Sam had num2 shells . How many shells does Joan have ?")  # no
     # word of the text signals a subtraction (OPERATION_CUES)
+
+
+def test_the_evaluate_stage_judges_by_the_learned_judge_where_there_is_one_and_keeps_the_rule_beside_it():
+    eq = "x = num1 - num2"
+    ok = "Joan had num1 shells . She gave num2 away . How many are left ?"
+    rows = lambda: [{"equation": eq, "generated": ok, "parsed": eq}, {"equation": eq, "generated": ok, "parsed": "x"}]  # noqa: E731
+    by_rule = rows()
+    assert judge.judge_predictions(by_rule) == 0.5
+    assert [p["judged"] for p in by_rule] == [p["rule_judged"] for p in by_rule] == [True, False]
+    assert all("judge_probability" not in p for p in by_rule)
+    learned = rows()
+    assert judge.judge_predictions(learned, [0.3, 0.81234], threshold=0.5) == 0.5
+    assert [p["judged"] for p in learned] == [False, True] and [p["rule_judged"] for p in learned] == [True, False]
+    assert [p["judge_probability"] for p in learned] == [0.3, 0.8123]
+    with pytest.raises(ValueError, match="1 judge probabilities for 2 predictions"):
+        judge.judge_predictions(rows(), [0.3], threshold=0.5)

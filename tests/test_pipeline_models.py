@@ -1,5 +1,5 @@
-"""End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre, ours, seq2seq) -> generate -> evaluate ->
-ablate (one Table 4 variant) -> report, with a tiny randomly initialised model and tiny seq2seq models on tiny
+"""End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre, ours, seq2seq, the learned judge) -> generate ->
+evaluate -> ablate (one Table 4 variant) -> report, with a tiny randomly initialised model and tiny seq2seq models on tiny
 synthetic data, in a scratch copy of the project."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)
 GENERATED = ["gpt_pre", "seq2seq_rnn_glove", "seq2seq_tf", "ours"]
 SCORED = ["gpt_pre", "seq2seq_rnn_glove"]
 STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt_pre-arithmetic-0",
-          "train_ours@arithmetic-0",
+          "train_ours@arithmetic-0", "train_judge@arithmetic-0",
           *(f"train_seq2seq@{m}-arithmetic-0" for m in ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")),
           *(f"generate@{m}-arithmetic-0" for m in GENERATED), *(f"evaluate@{m}-arithmetic-0" for m in SCORED),
           "measure_judge@arithmetic-0", "ablate@eq_softmax-arithmetic-0", "report"]
@@ -58,6 +58,7 @@ def project(tmp_path_factory, prefect_api):
                                       glove_path=str(dest / "no-glove.txt"), num_beams=2, max_len=30)
     params["ablation"].update(variants=["eq_softmax"], datasets=["arithmetic"], folds=[0])
     params["generate"].update(max_new_tokens=24, batch_size=4)
+    params["judge"].update(layer=1)  # of the tiny model's 2
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(dest)
     # A parent run, as orchestration.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.
@@ -154,6 +155,23 @@ def test_judge_measured_on_blind_labels_and_quoted_by_the_report(project):
     report = json.loads((dest / "metrics" / "report.json").read_text())
     assert report["judge"]["test"]["judge"]["accepted"] == measured["test"]["judge"]["accepted"]
     assert f"Against {len(test)} blind readings" in (dest / "reports" / "table2.md").read_text()
+
+
+def test_the_learned_judge_is_trained_and_judges_the_consistency_column(project):
+    dest = project[0]
+    trained = json.loads((dest / "metrics" / "judge_train" / "arithmetic" / "fold0.json").read_text())
+    assert trained["readings"]["train"]["n"] > 0 and trained["validation"]["n"] > 0
+    assert (dest / "models" / "judge" / "arithmetic" / "fold0" / "judge.json").exists()
+    scores = json.loads((dest / "results" / "scores" / "gpt_pre" / "arithmetic" / "fold0.json").read_text())
+    assert scores["judge"] == "learned" and 0 <= scores["consistency_rule"] <= 1
+    predictions = [json.loads(line) for line in (dest / "results" / "predictions" / "gpt_pre" / "arithmetic" /
+                                                 "fold0.jsonl").read_text(encoding="utf-8").splitlines()]
+    threshold = trained["validation"]["threshold"]
+    assert all(p["judged"] is (p["judge_probability"] >= threshold - 1e-4) for p in predictions)
+    assert scores["consistency_judged"] == sum(p["judged"] for p in predictions) / len(predictions)
+    measured = json.loads((dest / "metrics" / "judge" / "arithmetic" / "fold0.json").read_text())
+    assert measured["learned_judge"]["n"] > measured["test"]["n"] and "auc" in measured["learned_judge"]["learned"]
+    assert "learned judge accepts" in " ".join((dest / "reports" / "table2.md").read_text().split())  # wrapped
 
 
 def test_mlflow_nesting_pipeline_model_dataset_fold(project):

@@ -90,6 +90,55 @@ def test_the_differences_from_gpt_pre_carry_their_95_percent_intervals():
     assert delta["seq2seq-tf (transformer, from scratch)"]["Δ ACC-eq"] == "–"  # no predictions to pair
 
 
+TRAINED_JUDGE = {"dataset": "arithmetic", "fold": 0, "backbone": "models/mwp2eq/arithmetic/fold0 (the fold's "
+                 "evaluator)", "layer": 12, "recall_target": 0.5, "readings": {"train": {"n": 807}},
+                 "validation": {"n": 969, "right": 183, "auc": 0.8, "threshold": 0.2345, "precision": 0.467,
+                                "recall": 0.5, "accepted": 196}}
+MEASURED_JUDGE = {"dataset": "arithmetic", "fold": 0, "n": 656, "judge": "rule",
+                  "test": {"n": 300, "consistent": 44, "judge": {"precision": 0.5, "recall": 0.568, "precision_ci":
+                                                                  [0.4, 0.6], "recall_ci": [0.4, 0.7]},
+                           "acc_eq": {"precision": 0.3, "recall": 0.8, "precision_ci": None, "recall_ci": None}},
+                  "learned_judge": {"n": 2027, "consistent": 380,
+                                    "learned": {"auc": 0.78, "precision": 0.41, "recall": 0.52,
+                                                "precision_ci": [0.37, 0.45], "recall_ci": [0.47, 0.57]},
+                                    "rule": {"precision": 0.45, "recall": 0.55, "precision_ci": [0.4, 0.5],
+                                             "recall_ci": [0.5, 0.6]}}}
+
+
+def test_the_judged_column_says_which_judge_and_how_far_it_can_be_trusted():
+    scored = [score("gpt_pre", 0.1, 0.2, judge="learned"), score("ours", 0.1, 0.2, judge="learned"),
+              score("gpt_pre", 0.1, 0.2, dataset="mawps", judge="rule")]
+    group = table2(scored, [], TABLE2_MODELS, ["arithmetic", "mawps"], judge=MEASURED_JUDGE, base_model=BASE,
+                   trained_judge=TRAINED_JUDGE)
+    arithmetic = group.table("Table 2 (arithmetic): language").caption
+    assert "consistency (judged): the learned judge, precision 0.467 at recall 0.500 on the validation" in arithmetic
+    assert "learned judge" not in group.table("Table 2 (mawps): language").caption  # that fold keeps the rule
+    note = next(n for n in group.notes if n.startswith("consistency (judged)"))
+    assert "learned judge accepts" in note and "p ≥ 0.234" in note and "807 blind readings" in note
+    assert "Against 2027 blind readings" in note and "precision is 0.410 [0.37, 0.45]" in note
+    assert "the rule on the same readings: 0.450 [0.40, 0.50] and 0.550 [0.50, 0.60]" in note
+    rule_only = table2(scored[:1], [], TABLE2_MODELS, ["arithmetic"], judge=MEASURED_JUDGE, base_model=BASE)
+    note = next(n for n in rule_only.notes if n.startswith("consistency (judged)"))
+    assert "Against 300 blind readings" in note and "learned" not in note  # no learned judge: the rule, as before
+    four = table4({}, TABLE4_ROWS, ["arithmetic"], MEASURED_JUDGE, base_model=BASE, trained_judge=TRAINED_JUDGE)
+    assert any("learned judge accepts" in n for n in four.notes)
+
+
+def test_report_json_keeps_the_learned_judges_figures_beside_the_rules():
+    from mwpgen.evaluation.statistics import judge_summary
+
+    q = {"accepted": 30, "precision": 0.5, "recall": 0.568, "precision_ci": [0.4, 0.6], "recall_ci": None}
+    part = {"n": 300, "consistent": 44, "judge": q, "acc_eq": q, "learned": q}
+    learned = {**MEASURED_JUDGE["learned_judge"], "learned": {**MEASURED_JUDGE["learned_judge"]["learned"],
+                                                              "precision_at_recall_0.5": 0.4, "accepted": 240}}
+    summary = judge_summary({**MEASURED_JUDGE, "dev": part, "test": part, "learned_judge": learned}, TRAINED_JUDGE)
+    assert summary["learned_validation"]["precision"] == 0.467 and summary["learned_validation"]["threshold"] == 0.2345
+    assert summary["learned_test"]["auc"] == 0.78 and summary["learned_test"]["rule"] == {"precision": 0.45,
+                                                                                          "recall": 0.55}
+    assert summary["test"]["learned"]["precision_low"] == 0.4 and summary["dev"]["judge"]["accepted"] == 30
+    assert judge_summary(None, None) == {} and set(judge_summary(None, TRAINED_JUDGE)) == {"learned_validation"}
+
+
 def test_a_model_that_did_not_run_is_a_note_not_a_row_of_empty_cells():
     group = table2([score("gpt_pre", 0.1, 0.2), GLOVE], [], TABLE2_MODELS, ["arithmetic"], base_model=BASE)
     main = group.tables[0]

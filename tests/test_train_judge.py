@@ -90,3 +90,30 @@ def test_a_subsample_keeps_both_classes_in_proportion():
     assert len(kept) == 20 and sum(r["label"] for r in kept) == judge_training.MIN_PER_CLASS
     assert kept == sorted(kept, key=lambda r: r["i"]) and judge_training.subsample(rows, 20, seed=1) == kept
     assert judge_training.subsample(rows, 0, seed=1) == rows
+
+
+def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_the_rule(project, monkeypatch):
+    import flows.measure_judge as measuring
+
+    _run({"layer": 1, "l2": 0.1})
+    monkeypatch.setattr(measuring, "PROJECT_ROOT", project)
+    monkeypatch.setattr(measuring, "LABELS", project / "data" / "labels" / "judge")
+    monkeypatch.setattr(measuring, "fold_paths", lambda model, d, k: FoldPaths(project, model, d, k))
+    monkeypatch.setattr(measuring, "judge_probabilities", measuring.judge_probabilities.fn)
+    # the evaluator's parse (tested with the rule elsewhere): the equation for the right problems, else another
+    monkeypatch.setattr(measuring, "predict_equations",
+                        lambda params, folder, texts: [EQUATION if "gets" in t else "x = num1 - num2" for t in texts])
+    params = validate_params({"train": {"device": "cpu"}})
+    with disable_run_logger():
+        result = measuring.measure_judge.fn(params, "arithmetic", 0)
+    on = result["learned_judge"]
+    # the tiny sets' test readings: judge and verify_pools 8 each, six read_models sets and verify_judge 8 each
+    assert (on["n"], on["consistent"]) == (72, 36) and len(on["labels"]) == 9
+    assert on["rule"]["precision"] == on["rule"]["recall"] == 1.0 and on["rule"]["auc"] == 1.0
+    threshold = LearnedJudge.load(FoldPaths(project, None, "arithmetic", 0).judge).info.threshold
+    assert on["learned"]["threshold"] == pytest.approx(threshold, abs=1e-6) and 0 <= on["learned"]["auc"] <= 1
+    assert on["learned"]["accepted"] == on["learned"]["tp"] + on["learned"]["fp"]
+    assert set(result["test"]) == {"n", "consistent", "judge", "acc_eq", "learned"}
+    verdicts = project / "results" / "judge" / "arithmetic" / "fold0.jsonl"
+    rows = [json.loads(line) for line in verdicts.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 16 and all(r["learned_judged"] is (r["judge_probability"] >= threshold - 1e-4) for r in rows)

@@ -210,24 +210,39 @@ def ablation_summary(runs: dict[str, dict]) -> dict:
     return out
 
 
-def judge_summary(measured: dict | None) -> dict:
-    """report.json's record of the judge's measurement: per part, its and ACC-eq's precision and recall with their
-    intervals (numbers only, for `dvc metrics`); empty without one."""
+def judge_summary(measured: dict | None, trained: dict | None = None) -> dict:
+    """report.json's record of the judges' measurements (numbers only, for `dvc metrics`; empty without one): per part
+    of data/labels/judge the rule's, ACC-eq's (and the learned judge's) precision and recall with their intervals;
+    the learned judge on the validation readings that chose it (`trained`: stage train_judge) and on every test
+    reading beside the rule (measure_judge)."""
+    out = {}
+    if trained and "validation" in trained:
+        v = trained["validation"]
+        out["learned_validation"] = {k: v[k] for k in ("n", "right", "auc", "precision_at_recall_0.5", "threshold",
+                                                       "precision", "recall", "accepted") if v.get(k) is not None}
     if not measured or not measured.get("n"):
-        return {}
+        return out
+    on = measured.get("learned_judge", {})
+    if "learned" in on:
+        out["learned_test"] = {"n": on["n"], "consistent": on["consistent"],
+                               **{k: on["learned"][k] for k in ("auc", "precision_at_recall_0.5", "precision",
+                                                                "recall", "accepted") if on["learned"][k] is not None},
+                               "rule": {k: round(on["rule"][k], 4) for k in ("precision", "recall")
+                                        if on["rule"][k] is not None}}
 
     def numbers(q: dict) -> dict:
-        out = {"accepted": q["accepted"]}
+        kept = {"accepted": q["accepted"]}
         for name in ("precision", "recall"):
             if q[name] is not None:
-                out[name] = round(q[name], 4)
+                kept[name] = round(q[name], 4)
                 if q[f"{name}_ci"]:
-                    out[f"{name}_low"], out[f"{name}_high"] = q[f"{name}_ci"]
-        return out
+                    kept[f"{name}_low"], kept[f"{name}_high"] = q[f"{name}_ci"]
+        return kept
 
-    return {part: {"n": measured[part]["n"], "consistent": measured[part]["consistent"],
-                   **{verdict: numbers(measured[part][verdict]) for verdict in ("judge", "acc_eq")}}
-            for part in ("dev", "test")}
+    return out | {part: {"n": measured[part]["n"], "consistent": measured[part]["consistent"],
+                         **{verdict: numbers(measured[part][verdict]) for verdict in ("judge", "acc_eq", "learned")
+                            if verdict in measured[part]}}
+                  for part in ("dev", "test")}
 
 
 def selection_summary(picks: Sequence[Sequence[str]], nouns: Sequence[Sequence[str]],

@@ -297,25 +297,66 @@ def delta_table(title: str, caption: str, rows: Sequence[tuple[str, dict | None]
                  corner=corner)
 
 
-def judge_note(measured: dict | None) -> str:
-    """What the consistency (judged) column measures, with the judge's precision and recall against the blind
-    readings of the test part (the measure_judge stage's metrics/judge/<dataset>/fold<k>.json)."""
+def learned_judge(trained: dict | None) -> bool:
+    """Whether the train_judge stage's metrics/judge_train/<dataset>/fold<k>.json describe a judge it trained."""
+    return bool(trained) and "validation" in trained
+
+
+def _ratio(name: str, q: dict) -> str:
+    ci = q.get(f"{name}_ci")
+    return "n/a" if q.get(name) is None else f"{q[name]:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+
+def judged_caption(scores: Sequence[dict], trained: dict | None) -> str:
+    """The part of a table's caption that says which judge its consistency (judged) column counts, with the learned
+    judge's precision and recall on the validation readings that chose it (metrics/judge_train)."""
+    kinds = {s.get("judge", "rule") for s in scores if not s.get("not_run")}
+    if "learned" not in kinds or not learned_judge(trained):
+        return ""  # the rule: the notes say what it is
+    v = trained["validation"]
+    rule = " (the rule where a fold has no learned judge)" if "rule" in kinds else ""
+    return (f" consistency (judged): the learned judge{rule}, precision {_ratio('precision', v)} at recall "
+            f"{_ratio('recall', v)} on the validation readings that chose its threshold (test readings: notes).")
+
+
+def judge_note(measured: dict | None, trained: dict | None = None) -> str:
+    """What the consistency (judged) column measures: with a learned judge (stage train_judge's metrics `trained`),
+    its threshold and precision and recall on the validation readings and, from the measure_judge stage's
+    metrics/judge/<dataset>/fold<k>.json (`measured`), on the test readings beside the rule's; else the rule's
+    precision and recall against the blind readings of the test part."""
+    if learned_judge(trained):
+        return _learned_judge_note(measured, trained)
     if not measured or not measured.get("n"):
         return "consistency (judged): the share of problems the consistency judge (mwpgen/judge.py) accepts."
     test = measured["test"]
     j, acc = test["judge"], test["acc_eq"]
-
-    def ratio(name: str, q: dict) -> str:
-        ci = q[f"{name}_ci"]
-        return "n/a" if q[name] is None else f"{q[name]:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
-
     return (f"consistency (judged): the share of problems the consistency judge accepts ({measured['judge']}; "
             f"mwpgen/judge.py, chosen on development labels: studies/judge_choice). Against {test['n']} blind readings "
             f"of generated problems for {measured['dataset']} fold {measured['fold']} test equations "
-            f"(data/labels/judge, {test['consistent']} consistent) its precision is {ratio('precision', j)} and its "
-            f"recall {ratio('recall', j)} (ACC-eq's verdict: {ratio('precision', acc)} and {ratio('recall', acc)}; "
+            f"(data/labels/judge, {test['consistent']} consistent) its precision is {_ratio('precision', j)} and its "
+            f"recall {_ratio('recall', j)} (ACC-eq's verdict: {_ratio('precision', acc)} and {_ratio('recall', acc)}; "
             f"95% bootstrap intervals; stage measure_judge), so it too overstates how many problems a reader finds "
             f"right.")
+
+
+def _learned_judge_note(measured: dict | None, trained: dict) -> str:
+    v = trained["validation"]
+    text = (f"consistency (judged): the share of problems the learned judge accepts (mwpgen/learned_judge.py, stage "
+            f"train_judge: {trained['backbone']} read to layer {trained['layer']}, a linear head fitted on "
+            f"{trained['readings']['train']['n']} blind readings of training-fold equations; it accepts p ≥ "
+            f"{v['threshold']:.3f}, the highest threshold reaching recall {trained['recall_target']} on "
+            f"{v['n']} readings of validation equations, where its precision is {_ratio('precision', v)} at recall "
+            f"{_ratio('recall', v)}, AUC {_ratio('auc', v)}; metrics/judge_train). A fold without one is judged by the "
+            f"rule (mwpgen/judge.py).")
+    on = (measured or {}).get("learned_judge", {})
+    if "learned" not in on:
+        return text + " Not yet measured on test readings (stage measure_judge)."
+    q, rule = on["learned"], on["rule"]
+    return (text + f" Against {on['n']} blind readings of {measured['dataset']} fold {measured['fold']} test equations "
+            f"({on['consistent']} consistent; stage measure_judge) its precision is {_ratio('precision', q)} and its "
+            f"recall {_ratio('recall', q)}, AUC {_ratio('auc', q)} (the rule on the same readings: "
+            f"{_ratio('precision', rule)} and {_ratio('recall', rule)}; 95% bootstrap intervals), so it too "
+            f"overstates how many problems a reader finds right.")
 
 
 def _chance_note(oracle: Sequence[dict]) -> str:
@@ -388,11 +429,12 @@ def _why_not_run(models: Sequence[str], skipped: dict[str, str], base_model: str
 
 def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datasets: Sequence[str],
            deltas: dict[tuple[str, str], dict] | None = None, judge: dict | None = None, *,
-           base_model: str) -> TableGroup:
+           base_model: str, trained_judge: dict | None = None) -> TableGroup:
     """Table 2 per dataset: language quality, ACC-eq (exact, equivalent) and the judged consistency of each model
     beside the paper's figures, the evaluator's and chance's ACC-eq; then each model's difference from GPT-pre.
     `oracle`: the evaluator's per-fold REFERENCE_METRICS (+ ``chance_equation``); `deltas`: deltas_vs_gpt_pre;
-    `judge`: the judge's measurement (judge_note); `base_model`: params.train.model."""
+    `judge`: the judge's measurement, `trained_judge`: the learned judge's training metrics (judge_note);
+    `base_model`: params.train.model."""
     deltas = deltas or {}
     samples, refs, skipped = aggregate(scores, TABLE2_METRICS), aggregate(oracle, REFERENCE_METRICS), \
         not_run_reasons(scores)
@@ -404,7 +446,8 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
                             {x: _text(samples, (m, d, x)) for x in TABLE2_METRICS},
                             paper.TABLE2.get(PAPER_KEY.get(m, ""), {}).get(d, {})) for m in ran]
         caption = (f"{d}: our runs ({_run_caption(samples, ran, d)}; GPT, GPT-pre and ours are "
-                   f"{base_model_name(base_model)}) beside the paper's 5-fold averages (GPT-2).")
+                   f"{base_model_name(base_model)}) beside the paper's 5-fold averages (GPT-2)."
+                   + judged_caption([s for s in scores if s.get("dataset") == d], trained_judge))
         tables.append(Table(f"Table 2 ({d}): language quality and equation accuracy", caption, _table2_columns(),
                             rows + _reference_rows(refs, d), _not_run_notes(models, ran, skipped, d, base_model)))
         compared = [m for m in ran if m != BASELINE]
@@ -423,7 +466,7 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
         "for num1 + num2). The paper reports the exact one only.",
         "oracle: the evaluator (mwp2eq) on the test problems themselves, the ceiling of ACC-eq (the paper's "
         "bracketed figure); " + _chance_note(oracle),
-        judge_note(judge), _delta_method("GPT-pre"), *_unpaired_notes(shown, labels),
+        judge_note(judge, trained_judge), _delta_method("GPT-pre"), *_unpaired_notes(shown, labels),
         "Empty: not run; –: not computable (e.g. no novel problems). A model that could not be trained here is "
         "named under each dataset's table, never replaced by a stand-in.", *_why_not_run(models, skipped, base_model)])
 
@@ -458,7 +501,7 @@ TABLE4_METRICS = DELTA_METRICS  # BLEU-4, ACC-eq, ACC-eq (equivalent), consisten
 
 
 def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[str], judge: dict | None = None,
-           *, base_model: str) -> TableGroup:
+           *, base_model: str, trained_judge: dict | None = None) -> TableGroup:
     """Table 4 (ablation) per dataset: BLEU-4, ACC-eq (exact, equivalent) and the judged consistency of each
     variant that ran (`runs`: statistics.ablation_runs) beside the paper's, and each variant's difference from the
     full model. Variants not run on a dataset are one note with the paper's figures."""
@@ -480,10 +523,11 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
             f"{label}" + (f" (paper: {_paper_figures(paper.TABLE4[label][d])})" if d in paper.TABLE4.get(label, {})
                           else "") for label in missing)
             + ". Run them: python -m orchestration.pipeline --profile ablation."] if missing else []
+        shown = [s for label in ran for s in runs[label]["scores"] if s.get("dataset") == d]
         tables.append(Table(f"Table 4 ({d}): ablation", f"{d}: each row is ours on {base_model_name(base_model)} "
                             f"with the switches of mwpgen/ours/ablation.py ({_run_caption(samples, ran, d)}), beside "
-                            f"the paper's 5-fold averages (GPT-2); run: the model whose scores the row shows.",
-                            columns, rows, notes, corner="variant"))
+                            f"the paper's 5-fold averages (GPT-2); run: the model whose scores the row shows."
+                            + judged_caption(shown, trained_judge), columns, rows, notes, corner="variant"))
         compared = [label for label in ran if runs[label]["source"] != [FULL_MODEL]]
         if compared and "full model" in ran:
             tables.append(delta_table(f"Table 4 ({d}): difference from the full model",
@@ -495,7 +539,7 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
         "A row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows that are the same "
         "run in the paper's table (context selection = full model w/o L_eq) share it, and GPT-pre answers "
         "\"keyword, noun+pronoun\" unless that variant itself ran.",
-        judge_note(judge), _delta_method("the full model"), *_unpaired_notes(all_deltas, {})])
+        judge_note(judge, trained_judge), _delta_method("the full model"), *_unpaired_notes(all_deltas, {})])
 
 
 # --- Table 5 ------------------------------------------------------------------------------------------------------
