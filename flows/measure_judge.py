@@ -85,7 +85,8 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
             of = [r for r in rows if r["part"] == part]
             labels = [r["label"] for r in of]
             result[part] = {"n": len(of), "consistent": sum(labels),
-                            **{name: verdict_quality([r[key] for r in of], labels, seed) for name, key in verdicts.items()}}
+                            **{name: verdict_quality([r[key] for r in of], labels, seed)
+                               for name, key in verdicts.items()}}
             for verdict in verdicts:
                 run.metrics({f"{part}_{verdict}_{k}": v for k, v in result[part][verdict].items()
                              if k in ("precision", "recall") and v is not None})
@@ -131,7 +132,8 @@ def learned_on_tests(judge_dir, tests: list[dict], parse_of: dict, probability_o
             "problems": len({r["group"] for r in tests}),
             "learned": {**measure(p, labels, threshold),
                         **{k: quality[k] for k in ("precision_ci", "recall_ci", "tp", "fp", "fn")}},
-            "rule": {**verdict_quality(rule, labels, seed), "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]}}
+            "rule": {**verdict_quality(rule, labels, seed),
+                     "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]}}
 
 
 if __name__ == "__main__":

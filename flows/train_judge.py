@@ -45,7 +45,8 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
     cfg, start = params.judge, time.time()
     if (dataset, fold) != LABELLED_FOLD:
         reason = (f"the blind readings (data/labels) are of problems generated on {LABELLED_FOLD[0]} fold "
-                  f"{LABELLED_FOLD[1]}; {dataset} fold {fold} has none of its own, so it keeps the rule (mwpgen/judge.py)")
+                  f"{LABELLED_FOLD[1]}; {dataset} fold {fold} has none of its own, so it keeps the rule "
+                  "(mwpgen/judge.py)")
         save_no_judge(paths.judge, reason)
         result = {"dataset": dataset, "fold": fold, "n": 0, "no_labels": reason}
         write_json(paths.judge_metrics, result)

@@ -153,7 +153,9 @@ def test_the_judged_verdict_needs_the_parse_and_every_surface_check():
 def test_the_evaluate_stage_judges_by_the_learned_judge_where_there_is_one_and_keeps_the_rule_beside_it():
     eq = "x = num1 - num2"
     ok = "Joan had num1 shells . She gave num2 away . How many are left ?"
-    rows = lambda: [{"equation": eq, "generated": ok, "parsed": eq}, {"equation": eq, "generated": ok, "parsed": "x"}]  # noqa: E731
+    def rows() -> list[dict]:
+        return [{"equation": eq, "generated": ok, "parsed": eq}, {"equation": eq, "generated": ok, "parsed": "x"}]
+
     by_rule = rows()
     assert judge.judge_predictions(by_rule) == 0.5
     assert [p["judged"] for p in by_rule] == [p["rule_judged"] for p in by_rule] == [True, False]

@@ -1,6 +1,6 @@
-"""End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre, ours, seq2seq, the learned judge) -> generate ->
-evaluate -> ablate (one Table 4 variant) -> report, with a tiny randomly initialised model and tiny seq2seq models on tiny
-synthetic data, in a scratch copy of the project."""
+"""End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre, ours, seq2seq, the learned judge) ->
+generate -> evaluate -> ablate (one Table 4 variant) -> report, with a tiny randomly initialised model and tiny
+seq2seq models on tiny synthetic data (the judge on the committed readings), in a scratch copy of the project."""
 
 from __future__ import annotations
 

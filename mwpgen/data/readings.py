@@ -100,8 +100,8 @@ READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_
 SETS = (
     ReadingSet("corpus", ("labels/batch_*.csv",), "key.csv", _split, "id"),
     # data/labels/judge: its dev part was written for validation equations
-    ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv", lambda r: {"dev": "validation"}.get(r["part"], r["part"]),
-               "dataset_id"),
+    ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv",
+               lambda r: {"dev": "validation"}.get(r["part"], r["part"]), "dataset_id"),
     ReadingSet("verify_pools", ("labels_a.csv",), "key.csv", _split, "id"),
     *(ReadingSet(f"read_models/{name}", ("labels_a.csv", "labels_r[0-9].csv"), "key.csv", _test, "id")
       for name in READ_MODELS),

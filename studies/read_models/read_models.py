@@ -4,10 +4,11 @@ equation more often than the other, as readers judge it?
     python -m studies.read_models.read_models build --models gpt_pre --n 100 --out data/labels/read_models/gpt_pre
     python -m studies.read_models.read_models score --out data/labels/read_models/gpt_pre data/labels/read_models/ours \
         --report studies/read_models
-    python -m studies.read_models.read_models score --out data/labels/read_models/ours data/labels/read_models/ablation \
-        --report data/labels/read_models/ablation
-    python -m studies.read_models.read_models cross-build --out data/labels/read_models/ours data/labels/read_models/ablation --n 40 \
-        --report data/labels/read_models/ablation/cross          (then, read: cross-score with the same arguments)
+    python -m studies.read_models.read_models score --out data/labels/read_models/ours \
+        data/labels/read_models/ablation --report data/labels/read_models/ablation
+    python -m studies.read_models.read_models cross-build --out data/labels/read_models/ours \
+        data/labels/read_models/ablation --n 40 --report data/labels/read_models/ablation/cross
+        (then, read: cross-score with the same arguments)
 
 `cross-build` / `cross-score`: sets read by different readers are paired only if their readers judge alike; a fresh
 reader reads a seeded sample of each set (none of its overlap) shuffled together, and is compared with each set.

@@ -1,8 +1,8 @@
 """Blind reading of the problems verified generation shows (studies/verify_k/verify_k.py): how often is a shown problem right,
 and how often is "verified: yes" right, per K?
 
-    python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # data/labels/verify_judge/problems.csv + key
-    python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # labels -> data/labels/verify_judge/reading.{json,md}
+    python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # data/labels/verify_judge/
+    python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # its reading.{json,md}
 
 `build` makes a blind reading set (studies/reading/blind_reading.py) of <dir>/verify_k_generations.csv in the reading
 folder (`--reading`, default data/labels/verify_judge: the stages that measure a judge read it there): the
