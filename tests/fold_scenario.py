@@ -53,6 +53,7 @@ def base_project(root: Path, remote: Path) -> Path:
     for kind in ("generator", "evaluator"):
         params["train"][kind].update(max_steps=30, batch_size=8, lr=3e-3, save_every=5)
     params["generate"].update(max_new_tokens=20, batch_size=8)
+    params["judge"].update(layer=1)  # the learned judge reads 1 of the tiny model's 2 layers
     (base / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(base)
     run_in(base, env, [sys.executable, "-m", "dvc", "remote", "modify", "storage", "url", str(remote)])
