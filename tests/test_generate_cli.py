@@ -340,7 +340,7 @@ def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundl
             "--judge", str(tiny_judge), *FAST]
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
-    shown = re.findall(r"verified: (yes|NO) \(p = (\d\.\d\d), the learned judge's\)", out)
+    shown = re.findall(r"verified: (yes|NO) \(p = (\d\.\d\d), learned judge\)", out)
     assert len(shown) == 2 and all((v == "yes") is (float(q) >= 0.5) for v, q in shown)
     code, out, _ = run_cli(capsys, *argv, "--format", "json")
     problems = json.loads(out)

@@ -307,7 +307,7 @@ def resolve_model(spec: str | None) -> Path:
 
 def _verified(p) -> str:
     if p.judge_probability is not None:
-        return f"{'yes' if p.verified else 'NO'} (p = {p.judge_probability:.2f}, the learned judge's)"
+        return f"{'yes' if p.verified else 'NO'} (p = {p.judge_probability:.2f}, learned judge)"
     return (f"{'yes' if p.verified else 'NO'} (judge: the co-trained mwp2eq reads {p.parsed_equation!r}; numbers "
             "and question checked)")
 
