@@ -120,8 +120,14 @@ def test_the_judged_column_says_which_judge_and_how_far_it_can_be_trusted():
     rule_only = table2(scored[:1], [], TABLE2_MODELS, ["arithmetic"], judge=MEASURED_JUDGE, base_model=BASE)
     note = next(n for n in rule_only.notes if n.startswith("consistency (judged)"))
     assert "Against 300 blind readings" in note and "learned" not in note  # no learned judge: the rule, as before
-    four = table4({}, TABLE4_ROWS, ["arithmetic"], MEASURED_JUDGE, base_model=BASE, trained_judge=TRAINED_JUDGE)
+    before = table2([score("gpt_pre", 0.1, 0.2)], [], TABLE2_MODELS, ["arithmetic"], judge=MEASURED_JUDGE,
+                    base_model=BASE, trained_judge=TRAINED_JUDGE)  # scores made before the judge: the rule's
+    assert not any("learned" in n for n in before.notes) and "learned" not in before.tables[0].caption
+    runs = ablation_runs([score("ours", 0.1, 0.2, judge="learned")], lambda m: variant_of(m, []), table4_rows,
+                         ["arithmetic"], [0])
+    four = table4(runs, TABLE4_ROWS, ["arithmetic"], MEASURED_JUDGE, base_model=BASE, trained_judge=TRAINED_JUDGE)
     assert any("learned judge accepts" in n for n in four.notes)
+    assert "the learned judge, precision 0.467" in four.tables[0].caption
 
 
 def test_report_json_keeps_the_learned_judges_figures_beside_the_rules():

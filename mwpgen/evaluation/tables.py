@@ -307,6 +307,12 @@ def _ratio(name: str, q: dict) -> str:
     return "n/a" if q.get(name) is None else f"{q[name]:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
+def _if_used(trained: dict | None, scores: Sequence[dict]) -> dict | None:
+    """The learned judge's training metrics when some of `scores` were judged by it (evaluate's "judge"), else None:
+    scores made before it existed were judged by the rule, and the notes must say so."""
+    return trained if any(s.get("judge") == "learned" for s in scores) else None
+
+
 def judged_caption(scores: Sequence[dict], trained: dict | None) -> str:
     """The part of a table's caption that says which judge its consistency (judged) column counts, with the learned
     judge's precision and recall on the validation readings that chose it (metrics/judge_train)."""
@@ -466,7 +472,7 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
         "for num1 + num2). The paper reports the exact one only.",
         "oracle: the evaluator (mwp2eq) on the test problems themselves, the ceiling of ACC-eq (the paper's "
         "bracketed figure); " + _chance_note(oracle),
-        judge_note(judge, trained_judge), _delta_method("GPT-pre"), *_unpaired_notes(shown, labels),
+        judge_note(judge, _if_used(trained_judge, scores)), _delta_method("GPT-pre"), *_unpaired_notes(shown, labels),
         "Empty: not run; –: not computable (e.g. no novel problems). A model that could not be trained here is "
         "named under each dataset's table, never replaced by a stand-in.", *_why_not_run(models, skipped, base_model)])
 
@@ -539,7 +545,8 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
         "A row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows that are the same "
         "run in the paper's table (context selection = full model w/o L_eq) share it, and GPT-pre answers "
         "\"keyword, noun+pronoun\" unless that variant itself ran.",
-        judge_note(judge, trained_judge), _delta_method("the full model"), *_unpaired_notes(all_deltas, {})])
+        judge_note(judge, _if_used(trained_judge, [s for row in runs.values() for s in row["scores"]])),
+        _delta_method("the full model"), *_unpaired_notes(all_deltas, {})])
 
 
 # --- Table 5 ------------------------------------------------------------------------------------------------------
