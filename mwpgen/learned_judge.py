@@ -85,8 +85,12 @@ class LearnedJudge(torch.nn.Module):
         return [list(self.tokenizer(judge_prompt(p, e))["input_ids"]) for p, e in zip(problems, equations)]
 
     def states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Hidden state at each left-padded row's last token [B, D] (the base model's output: its final norm)."""
-        return self.backbone(input_ids=ids, attention_mask=mask).last_hidden_state[:, -1].float()
+        """Hidden state at each left-padded row's last token [B, D] (the base model's output: its final norm).
+        Positions count from each row's first real token: without them an absolute-position backbone (GPT-2) would
+        read a prompt at other positions beside a longer one, and its p would depend on the batch it came in."""
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        out = self.backbone(input_ids=ids, attention_mask=mask, position_ids=positions)
+        return out.last_hidden_state[:, -1].float()
 
     def logits(self, states: torch.Tensor) -> torch.Tensor:
         return self.head((states - self.mean) / self.std).squeeze(-1)

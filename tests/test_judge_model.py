@@ -48,6 +48,22 @@ def test_finetune_trains_only_the_top_layers_and_the_head(backbone):
     assert judge.info.trained_layers == 1
 
 
+@pytest.mark.parametrize("architecture", ["llama", "gpt2"])
+def test_a_prompts_probability_does_not_depend_on_the_batch_it_is_read_in(architecture, tmp_path):
+    """Left padding shifts a short prompt beside a long one: positions counted from its first real token keep an
+    absolute-position backbone (GPT-2) reading it as it reads it alone."""
+    texts = RIGHT + WRONG + [lj.PROMPT, "x = num1 + num2", "and then some more words to make it longer"]
+    judge = lj.LearnedJudge.from_lm(tiny_model_dir(tmp_path / architecture, texts, layers=2,
+                                                   architecture=architecture), layer=2)
+    torch.manual_seed(0)
+    torch.nn.init.normal_(judge.head.weight)  # a head that reads every dimension of the state
+    short, long = RIGHT[0], RIGHT[1] + " and then some more words to make it longer" * 3
+    alone = judge.probabilities([short], ["x = num1 + num2"])
+    batched = judge.probabilities([short, long], ["x = num1 + num2"] * 2, batch_size=2)
+    assert len(judge.encode([long], ["x"])[0]) > len(judge.encode([short], ["x"])[0]) + 10  # padded in the batch
+    assert batched[0] == pytest.approx(alone[0], abs=1e-5)
+
+
 def test_a_missing_judge_names_its_stage(tmp_path):
     with pytest.raises(FileNotFoundError, match="train_judge"):
         lj.LearnedJudge.load(tmp_path)
