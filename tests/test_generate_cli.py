@@ -63,11 +63,17 @@ def make_tiny_judge(base: Path, out: Path, threshold: float = 0.5) -> Path:
     return judge.save(out)
 
 
-@pytest.fixture(autouse=True)
-def no_checkout_judge(monkeypatch, tmp_path_factory):
-    """`mwpgen generate` judges with the checkout's models/judge/<dataset>/fold<k> when it holds one: the tiny
-    bundles here are judged only by what each test gives them."""
-    monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path_factory.mktemp("checkout"))
+def check_verdicts(judge_dir: Path, problems: list[dict]) -> None:
+    """Each shown problem's verdict is its judge's on the unrounded p (the output's judge_probability is rounded to
+    4 places, so a verdict is never checked against it): p read again, alone, by the saved judge."""
+    from mwpgen.learned_judge import LearnedJudge
+
+    judge = LearnedJudge.load(judge_dir)
+    p = judge.probabilities([q["masked_text"] for q in problems], [q["equation"] for q in problems], batch_size=1)
+    for q, exact in zip(problems, p):
+        assert q["judge_probability"] == pytest.approx(exact, abs=1e-4)
+        if abs(exact - judge.info.threshold) > 1e-5:  # closer, float noise between batches may tip it
+            assert q["verified"] is (exact >= judge.info.threshold)
 
 
 @pytest.fixture(scope="module")
@@ -329,7 +335,7 @@ def test_a_learned_judge_ranks_by_its_probability_and_verifies_at_its_threshold(
     expected = sorted(range(len(texts)), key=lambda i: -p[i])
     assert [q.masked_text for q in problems] == [texts[i] for i in expected][:request.n]
     assert [q.judge_probability for q in problems] == sorted(p[:len(texts)], reverse=True)[:request.n]
-    assert all(q.verified is (q.judge_probability >= 0.5) for q in problems)
+    assert [q.verified for q in problems] == [p[i] >= 0.5 for i in expected][:request.n]  # the judge's own p
     assert all(q.parsed_equation is None for q in problems)
     plain = Service.load(bundle, "cpu").answer(request)  # no learned judge: the rule, no probability
     assert all(q.judge_probability is None and isinstance(q.parsed_equation, str) for q in plain)
@@ -340,35 +346,108 @@ def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundl
             "--judge", str(tiny_judge), *FAST]
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
-    shown = re.findall(r"verified: (yes|NO) \(p = (\d\.\d\d), learned judge\)", out)
-    assert len(shown) == 2 and all((v == "yes") is (float(q) >= 0.5) for v, q in shown)
+    shown = re.findall(r"verified: (yes|NO) \(p = (\d\.\d+) (>=|<) (\d\.\d+), learned judge\)", out)
+    # the sign is the verdict's, and the threshold is the judge's, to as many places as p is shown
+    assert len(shown) == 2 and all((v == "yes") is (sign == ">=") and t == f"{0.5:.{len(q) - 2}f}"
+                                   for v, q, sign, t in shown)
     code, out, _ = run_cli(capsys, *argv, "--format", "json")
     problems = json.loads(out)
-    assert [p["judge_probability"] >= 0.5 for p in problems] == [p["verified"] for p in problems]
-    assert [f"{p['judge_probability']:.2f}" for p in problems] == [q for _, q in shown]
+    check_verdicts(tiny_judge, problems)
+    assert [("yes" if p["verified"] else "NO", f"{p['judge_probability']:.{len(q) - 2}f}") for p, (_, q, _, _) in
+            zip(problems, shown)] == [(v, q) for v, q, _, _ in shown]
     code, out, _ = run_cli(capsys, *argv, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(rows[0])[-1] == "judge_probability"  # appended: the columns before it keep their places
     assert [float(r["judge_probability"]) for r in rows] == [p["judge_probability"] for p in problems]
     code, out, _ = run_cli(capsys, *argv[:-len(FAST) - 2], "--judge", "rule", *FAST, "--format", "json")
     assert all(p["judge_probability"] is None and isinstance(p["parsed_equation"], str) for p in json.loads(out))
 
 
-def test_the_default_judge_is_the_default_folds_when_it_holds_one(capsys, monkeypatch, bundle, tiny_judge, tmp_path):
+def test_the_checkouts_judge_judges_only_the_checkouts_default_model(capsys, monkeypatch, bundle, tiny_judge,
+                                                                       tmp_path):
     import shutil
 
     from mwpgen.learned_judge import save_no_judge
 
     monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml: Arithmetic fold 0
+    shutil.copytree(bundle, tmp_path / "models" / "ours" / "arithmetic" / "fold0")  # the checkout's default model
     folder = tmp_path / "models" / "judge" / "arithmetic" / "fold0"
-    argv = ["--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan", "--verify", "3",
-            "--format", "json", *FAST]
-    save_no_judge(folder, "no readings of this fold")  # a fold without readings: the rule
-    code, out, _ = run_cli(capsys, *argv)
-    assert code == 0 and json.loads(out)[0]["judge_probability"] is None
+    argv = ["--equation", "x = 12 - 5", "--context", "Joan", "--verify", "3", "--format", "json", *FAST]
+    save_no_judge(folder, "the rule judged validation as well")  # train_judge adopted none: the rule
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and json.loads(out)[0]["judge_probability"] is None, err
     shutil.rmtree(folder)
     shutil.copytree(tiny_judge, folder)
-    code, out, _ = run_cli(capsys, *argv)
-    assert code == 0 and isinstance(json.loads(out)[0]["judge_probability"], float)
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0 and isinstance(json.loads(out)[0]["judge_probability"], float), err
+    # a model named by --model (even this same bundle) packages no judge: the rule, not the checkout's judge
+    code, out, err = run_cli(capsys, "--model", str(bundle), *argv)
+    assert code == 0 and json.loads(out)[0]["judge_probability"] is None, err
+    code, out, err = run_cli(capsys, "--model", str(bundle), "--judge", str(folder), *argv)  # unless given
+    assert code == 0 and isinstance(json.loads(out)[0]["judge_probability"], float), err
+
+
+def test_judge_without_verify_is_bad_input(capsys, bundle, tiny_judge, tmp_path):
+    for judge in (str(tiny_judge), "rule"):
+        code, out, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
+                                 "--judge", judge, *FAST)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f"--judge {judge}: only --verify K reads a judge" in err
+    requests = tmp_path / "requests.csv"  # a request file's own verify field counts
+    requests.write_text("equation,context,verify\nx = 12 - 5,Joan,2\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, "--model", str(bundle), "--input", str(requests), "--judge", str(tiny_judge),
+                             "--format", "json", *FAST)
+    assert code == 0 and isinstance(json.loads(out)[0]["judge_probability"], float), err
+
+
+def test_a_malformed_judge_json_is_named(capsys, bundle, tiny_judge, tmp_path):
+    import shutil
+
+    for name, text, expected in (("broken", "{not json", "not a readable JSON file"),
+                                 ("listed", "[1, 2]", "expected a JSON object, got list"),
+                                 ("no_layer", '{"backbone": "x"}', "missing key(s) layer"),
+                                 ("typo", '{"backbone": "x", "layer": 1, "treshold": 0.5}', "unknown key(s) treshold"),
+                                 ("text_layer", '{"backbone": "x", "layer": "1"}', "key 'layer' must be int")):
+        folder = shutil.copytree(tiny_judge, tmp_path / name)
+        (folder / "judge.json").write_text(text, encoding="utf-8")
+        code, out, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
+                                 "--verify", "2", "--judge", str(folder), *FAST)
+        assert code == 2 and out == "" and err.count("\n") == 1, err
+        assert f"{folder / 'judge.json'}: {expected}" in err
+    no_judge = tmp_path / "no_reason"
+    no_judge.mkdir()
+    (no_judge / "no_judge.json").write_text('{"why": "?"}', encoding="utf-8")
+    code, _, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
+                           "--verify", "2", "--judge", str(no_judge), *FAST)
+    assert code == 2 and f"{no_judge / 'no_judge.json'}: key 'reason' must be a string" in err
+
+
+def test_resume_needs_the_same_judge(capsys, bundle, tiny_judge, tmp_path):
+    """The fingerprint of an unfinished run names its resolved judge and that judge's judge.json: a judge retrained
+    in place (another threshold) is another run's."""
+    import shutil
+
+    judge = shutil.copytree(tiny_judge, tmp_path / "judge")
+    out_file = tmp_path / "out.json"
+    argv = ["--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan", "--verify", "2", "--judge",
+            str(judge), "--format", "json", "--output", str(out_file), *FAST]
+    args = cli.build_parser().parse_args(["generate", *argv])
+    requests = cli.read_requests(args)
+    fingerprint = lambda: cli.run_fingerprint(args, requests, cli.judge_identity(judge, bundle))  # noqa: E731
+    before = fingerprint()
+    out_file.write_text("[\n", encoding="utf-8")  # a run stopped after its start, as FileSink leaves it
+    cli.partial_marker(out_file).write_text(json.dumps({"fingerprint": before, "requests": 1, "done": 0, "bytes": 2}))
+    saved = (judge / "judge.json").read_text(encoding="utf-8")
+    (judge / "judge.json").write_text(json.dumps({**json.loads(saved), "threshold": 0.9}), encoding="utf-8")
+    assert fingerprint() != before
+    code, _, err = run_cli(capsys, *argv, "--resume")
+    assert code == 2 and "started with other requests, options, model, judge or format" in err
+    (judge / "judge.json").write_text(saved, encoding="utf-8")
+    assert fingerprint() == before
+    code, out, err = run_cli(capsys, *argv, "--resume")
+    assert code == 0 and len(json.loads(out_file.read_text())) == 1, err
+    moved = shutil.copytree(judge, tmp_path / "elsewhere")  # the same judge.json in another folder: another judge
+    assert cli.run_fingerprint(args, requests, cli.judge_identity(moved, bundle)) != before
 
 
 def test_a_judge_folder_without_a_judge_is_bad_input(capsys, bundle, tmp_path):

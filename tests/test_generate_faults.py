@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from mwpgen.generate import arithmetic, cli
 from mwpgen.generate.request import RequestError, evaluate, parse_request
-from test_generate_cli import FAST, make_tiny_bundle, no_checkout_judge, run_cli  # noqa: F401 -- autouse fixture
+from test_generate_cli import FAST, make_tiny_bundle, run_cli
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,11 @@ the rule. In a scratch MLflow store, without a server (tests/test_pyfunc_serve.p
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from test_generate_cli import make_tiny_bundle, make_tiny_judge
+from test_generate_cli import check_verdicts, make_tiny_bundle, make_tiny_judge
 
 REQUEST = {"equation": "x = 12 - 5", "context": "Joan", "n": 2, "verify": 3, "max_new_tokens": 8}
 
@@ -34,9 +33,11 @@ def logged(tmp_path_factory):
         run = c.create_run(experiment_id(c), run_name="fold 0", tags={"mwpgen.key": "ours/arithmetic/fold0"})
         c.set_terminated(run.info.run_id)
         info = log_ours_model(bundle, run.info.run_id, "arithmetic", 0, judge_dir=judge)
+        # the same ours logged as a fold where train_judge adopted no judge (register passes judge_dir=None)
+        without = log_ours_model(bundle, run.info.run_id, "arithmetic", 1, judge_dir=None)
         mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
         mlflow.set_registry_uri(os.environ["MLFLOW_TRACKING_URI"])
-        yield {"info": info, "bundle": bundle, "judge": judge}
+        yield {"info": info, "without": without, "bundle": bundle, "judge": judge}
     finally:
         mlflow.set_tracking_uri(uris[0])
         mlflow.set_registry_uri(uris[1])
@@ -59,20 +60,30 @@ def test_the_served_model_packages_the_judge_and_verifies_with_it(logged):
     folder = mlflow.artifacts.download_artifacts(info["model_uri"])
     packaged = packaged_judge(folder)
     assert packaged is not None and (packaged / "judge.json").exists()
-    assert cli.resolve_judge(None, cli.Path(folder)) == packaged  # `mwpgen generate --model` uses it by default
+    # `mwpgen generate --model models:/...` uses it by default
+    assert cli.resolve_judge(None, info["model_uri"], cli.Path(folder)) == packaged
     model = mlflow.pyfunc.load_model(info["model_uri"])
     assert model.unwrap_python_model().service.judge.info.threshold == 0.5
     out = model.predict(pd.DataFrame([REQUEST]))
     assert len(out) == 2 and out["judge_probability"].between(0, 1).all()
-    assert list(out["verified"]) == [p >= 0.5 for p in out["judge_probability"]]
+    check_verdicts(logged["judge"], out.to_dict("records"))  # verdicts on the unrounded p
     assert list(out["judge_probability"]) == sorted(out["judge_probability"], reverse=True)
 
 
 def test_a_model_logged_without_a_judge_keeps_the_rule(logged):
-    from tracking.pyfunc_model import OursModel
+    import mlflow
 
-    model = OursModel()
-    model.load_context(SimpleNamespace(artifacts={"bundle": str(logged["bundle"])}))
-    assert model.service.judge is None
-    out = model.predict(None, pd.DataFrame([REQUEST]))
+    from mwpgen.generate import cli
+    from mwpgen.generate.service import packaged_judge
+    from tracking.runs import client
+
+    info = logged["without"]
+    assert info["judge"] == "rule" and client().get_model_version("mwpgen-ours", str(info["version"])).tags[
+        "judge"] == "rule"
+    folder = mlflow.artifacts.download_artifacts(info["model_uri"])
+    assert packaged_judge(folder) is None and not (cli.Path(folder) / "artifacts" / "judge").exists()
+    assert cli.resolve_judge(None, info["model_uri"], cli.Path(folder)) is None  # not the checkout's judge either
+    model = mlflow.pyfunc.load_model(info["model_uri"])
+    assert model.unwrap_python_model().service.judge is None
+    out = model.predict(pd.DataFrame([REQUEST]))
     assert out["judge_probability"].isna().all() and out["parsed_equation"].map(lambda x: isinstance(x, str)).all()

@@ -16,9 +16,12 @@ fingerprint of the requests and options) is replaced atomically after it; `--res
 complete request and continues with the next one. The marker is removed when the run finishes.
 A request whose samples repeat each other gets fewer distinct problems than its n: said on stderr (exit 0).
 
-`--verify K` ranks the K candidates by the learned judge (`--judge`, default: the one an MLflow model packages, else
-the default run's models/judge/<dataset>/fold<k> when it holds one) or, without one, by the rule with the
-co-trained mwp2eq (`--judge rule`).
+`--verify K` ranks the K candidates by the learned judge or, without one, by the rule with the co-trained mwp2eq
+(`--judge rule`). Which learned judge: `--judge FOLDER` when given; else the one an MLflow `--model` packages; else,
+for the checkout's default model only (no `--model`), the default run's models/judge/<dataset>/fold<k> when
+train_judge adopted one there. An explicit `--model` that packages no judge keeps the rule: a judge of this checkout
+was fitted beside this checkout's model, not beside the one named. `--judge` without any request that verifies is
+bad input (it would change nothing).
 
 `--model` is a bundle folder, an MLflow model folder, an MLflow run id (the run that trained and logged it),
 `runs:/RUN/mwpgen-ours` or `models:/mwpgen-ours/VERSION` (also `@alias`). This library never imports mlflow: an
@@ -54,8 +57,9 @@ DEBUG_ENV = "MWPGEN_DEBUG"
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 PARTIAL_SUFFIX = ".partial"  # FILE.partial: the progress marker of an unfinished --output FILE
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
-CSV_COLUMNS = ("request", "rank", "given", "equation", "context", "text", "verified", "judge_probability",
-               "parsed_equation", "answer", "numbers", "log_likelihood", "masked_text")
+# judge_probability last: it came after the others, and a reader of the earlier files may take columns by position
+CSV_COLUMNS = ("request", "rank", "given", "equation", "context", "text", "verified", "parsed_equation", "answer",
+               "numbers", "log_likelihood", "masked_text", "judge_probability")
 RULE = "rule"  # --judge rule: verify with the rule (mwpgen/judge.py) even where a learned judge exists
 
 EXAMPLES = """examples:
@@ -124,9 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--model", "-m", help="bundle folder, MLflow model folder, MLflow run id, runs:/RUN/"
                        f"{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (default: the default run's "
                        "trained ours, models/ours/<first dataset>/fold<first fold>)")
-    where.add_argument("--judge", metavar="FOLDER", help="the learned judge --verify ranks by (a train_judge output, "
-                       "models/judge/<dataset>/fold<k>), or 'rule' (default: the one an MLflow --model packages, else "
-                       "models/judge/<first dataset>/fold<first fold> when it holds one, else the rule)")
+    where.add_argument("--judge", metavar="FOLDER", help="with --verify: the learned judge to rank by (a train_judge "
+                       "output, models/judge/<dataset>/fold<k>), or 'rule' (default: the one an MLflow --model "
+                       "packages; without --model, models/judge/<first dataset>/fold<first fold> when it holds one; "
+                       "else the rule)")
     where.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="default auto")
     where.add_argument("--format", "-f", default="text", choices=("text", "json", "csv"), help="default text")
     where.add_argument("--output", "-o", type=Path, metavar="FILE", help="write to FILE (default: stdout); each "
@@ -257,24 +262,41 @@ def fetch_mlflow_model(uri: str, timeout_s: float = 900) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def check_judge(spec: str | None) -> None:
-    """An explicit --judge that holds no learned judge, as bad input before any model loads."""
-    if spec is None or spec == RULE:
+def verifies(requests: Sequence[Numbered]) -> bool:
+    """Whether any request asks for --verify (only then is a judge read)."""
+    return any(item.request.verify for item in requests)
+
+
+def check_judge(spec: str | None, requests: Sequence[Numbered]) -> None:
+    """An explicit --judge that no request uses, or that holds no learned judge (or a malformed one), as bad input
+    before any model loads."""
+    if spec is None:
         return
-    from mwpgen.learned_judge import INFO_FILE, NO_JUDGE_FILE
+    if not verifies(requests):
+        raise CliError(f"--judge {spec}: only --verify K reads a judge, and no request verifies; add --verify K "
+                       "(or drop --judge)", EXIT_BAD_INPUT)
+    if spec == RULE:
+        return
+    from mwpgen.learned_judge import has_judge, no_judge_reason, read_info
 
     path = Path(spec).expanduser()
-    if not (path / INFO_FILE).exists():
-        why = json.loads((path / NO_JUDGE_FILE).read_text(encoding="utf-8")).get("reason", "") \
-            if (path / NO_JUDGE_FILE).exists() else f"no {INFO_FILE}" if path.is_dir() else "no such folder"
-        raise CliError(f"--judge {spec}: not a learned judge ({why}); give a train_judge output "
-                       f"(models/judge/<dataset>/fold<k>) or {RULE}", EXIT_BAD_INPUT)
+    try:
+        if has_judge(path):
+            read_info(path)  # a malformed judge.json: named now, not after the model has loaded
+            return
+        why = no_judge_reason(path)
+    except ValueError as e:
+        raise CliError(f"--judge {spec}: {e}", EXIT_BAD_INPUT) from None
+    raise CliError(f"--judge {spec}: not a learned judge ({why}); give a train_judge output "
+                   f"(models/judge/<dataset>/fold<k>) or {RULE}", EXIT_BAD_INPUT)
 
 
-def resolve_judge(spec: str | None, model: Path) -> Path | None:
-    """The learned judge's folder for --judge `spec` with the model at `model`: the one given; by default the one
-    an MLflow model packages, else the default run's (models/judge/<dataset>/fold<k>) when it holds one; None for
-    the rule."""
+def resolve_judge(spec: str | None, model_spec: str | None, model: Path) -> Path | None:
+    """The learned judge's folder for --judge `spec` with --model `model_spec` (resolved: `model`); None for the rule.
+    The one given; else the one an MLflow model packages; else, for the checkout's default model only
+    (`model_spec` None), the default run's models/judge/<dataset>/fold<k> when train_judge adopted one there. A model
+    named by --model is judged by what it packages or by the rule: this checkout's judge was fitted beside this
+    checkout's default model, and nothing says it fits another."""
     from mwpgen.generate.service import packaged_judge
     from mwpgen.learned_judge import has_judge
     from mwpgen.paths import FoldPaths
@@ -284,10 +306,10 @@ def resolve_judge(spec: str | None, model: Path) -> Path | None:
     if spec is not None:
         return Path(spec).expanduser()
     packaged = packaged_judge(model)
-    if packaged is not None:
+    if packaged is not None or model_spec is not None:
         return packaged
     path = FoldPaths(PROJECT_ROOT, None, *default_fold()).judge
-    return path if has_judge(path) else None  # a fold without readings has none: the rule
+    return path if has_judge(path) else None  # no judge adopted for the fold (no_judge.json): the rule
 
 
 def resolve_model(spec: str | None) -> Path:
@@ -305,16 +327,28 @@ def resolve_model(spec: str | None) -> Path:
 
 # ---------------------------------------------------------------------------------------------- output
 
-def _verified(p) -> str:
-    if p.judge_probability is not None:
-        return f"{'yes' if p.verified else 'NO'} (p = {p.judge_probability:.2f}, learned judge)"
+def against_threshold(p: float, threshold: float, accepted: bool) -> str:
+    """"0.62 < 0.71": p and the threshold to the fewest decimals (2 to 4) at which they differ as printed. The sign is
+    the verdict's (`accepted`, reached on the unrounded p), never a comparison of rounded figures."""
+    for digits in (2, 3, 4):
+        shown, bar = f"{p:.{digits}f}", f"{threshold:.{digits}f}"
+        if shown != bar:
+            break
+    return f"{shown} {'>=' if accepted else '<'} {bar}"
+
+
+def _verified(p, threshold: float | None) -> str:
+    if p.judge_probability is not None and threshold is not None:
+        return (f"{'yes' if p.verified else 'NO'} (p = {against_threshold(p.judge_probability, threshold, p.verified)}"
+                ", learned judge)")
     return (f"{'yes' if p.verified else 'NO'} (judge: the co-trained mwp2eq reads {p.parsed_equation!r}; numbers "
             "and question checked)")
 
 
-def _text_problem(p) -> str:
+def _text_problem(p, threshold: float | None = None) -> str:
     numbers = ", ".join(f"{k} = {v}" for k, v in p.numbers.items())
-    verdict = f"  verified: {_verified(p)}\n" if p.verified is not None else ""  # verify 0: no check, no verdict
+    # verify 0: no check, no verdict
+    verdict = f"  verified: {_verified(p, threshold)}\n" if p.verified is not None else ""
     return (f"[request {p.request + 1}, problem {p.rank}] {p.given}  | context: {p.context}\n"
             f"{p.text}\n"
             f"{verdict}"
@@ -332,10 +366,11 @@ def _csv_rows(problems: Sequence) -> str:
 
 class Format:
     """One output format written request by request: `start`, a `block` per request (`first`: no problem was
-    written before it), then `end`; the pieces join into what one write of all the problems would be."""
+    written before it), then `end`; the pieces join into what one write of all the problems would be. `threshold`:
+    the learned judge's, printed beside each p in text (JSON and CSV readers have the verdict and p)."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, threshold: float | None = None):
+        self.name, self.threshold = name, threshold
 
     def start(self) -> str:
         return {"text": "", "json": "[\n", "csv": ",".join(CSV_COLUMNS) + "\n"}[self.name]
@@ -348,7 +383,7 @@ class Format:
         if self.name == "json":
             items = [textwrap.indent(json.dumps(p.record(), indent=2, ensure_ascii=False), "  ") for p in problems]
             return ("" if first else ",\n") + ",\n".join(items)
-        return ("" if first else "\n") + "\n\n".join(_text_problem(p) for p in problems) + "\n"
+        return ("" if first else "\n") + "\n\n".join(_text_problem(p, self.threshold) for p in problems) + "\n"
 
     def end(self, any_written: bool) -> str:
         return ("\n]\n" if any_written else "]\n") if self.name == "json" else ""
@@ -401,7 +436,8 @@ class FileSink(Sink):
     @classmethod
     def resumed(cls, path: Path, fingerprint: str, total: int, state: dict) -> "FileSink":
         with open(path, "r+b") as f:  # drop a request cut off half-written: only the marked bytes are complete
-            f.truncate(state["bytes"])
+            # no request complete: start again from nothing, since the format's start is written again at done 0
+            f.truncate(state["bytes"] if state["done"] else 0)
         sink = cls(path, fingerprint, total)
         sink.done, sink.any_written = state["done"], bool(state.get("any_written"))
         return sink
@@ -442,37 +478,62 @@ def partial_marker(path: Path) -> Path:
     return path.with_name(path.name + PARTIAL_SUFFIX)
 
 
-def run_fingerprint(args: argparse.Namespace, requests: Sequence[Numbered]) -> str:
-    """What a resumed run must share with the run it continues: the checked requests, the model and the format."""
-    described = [args.model, args.judge, args.format, *(repr(item.request) for item in requests)]
+def judge_identity(judge: Path | None, model: Path) -> str:
+    """The resolved judge as a resumed run must find it again: where it is (a judge the model packages: its place in
+    the model, whose fetched copy moves to a new temporary folder on every run) and its judge.json (threshold,
+    backbone, layer), so a judge retrained in place is another judge; "rule" without one."""
+    from mwpgen.learned_judge import INFO_FILE
+
+    if judge is None:
+        return RULE
+    judge = judge.resolve()
+    where = judge.relative_to(model.resolve()) if judge.is_relative_to(model.resolve()) else judge
+    try:
+        info = (judge / INFO_FILE).read_text(encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"the judge at {judge}: {INFO_FILE} cannot be read ({e})", EXIT_FAILED) from None
+    return f"{where}\n{info}"
+
+
+def run_fingerprint(args: argparse.Namespace, requests: Sequence[Numbered], judge: str = RULE) -> str:
+    """What a resumed run must share with the run it continues: the checked requests, the model, the judge
+    (`judge`: judge_identity) and the format."""
+    described = [args.model, judge, args.format, *(repr(item.request) for item in requests)]
     return hashlib.sha256("\n".join(map(str, described)).encode()).hexdigest()
 
 
-def open_sink(args: argparse.Namespace, requests: Sequence[Numbered]) -> Sink | None:
-    """Where the problems go; None when --resume finds the run already finished. Checked before the model loads."""
+def check_output(args: argparse.Namespace) -> bool:
+    """--output and --resume as bad input before any model is fetched or loaded; False when --resume finds the run
+    already finished (nothing to do)."""
     if args.output is None:
         if args.resume:
             raise CliError("--resume needs --output FILE (the file the stopped run wrote)", EXIT_BAD_INPUT)
-        return Sink(sys.stdout)
-    path, fingerprint = args.output, run_fingerprint(args, requests)
+        return True
+    path, marker = args.output, partial_marker(args.output)
     if path.is_dir():
         raise CliError(f"--output {path} is a directory; give a file", EXIT_BAD_INPUT)
-    marker = partial_marker(path)
-    if not args.resume:
-        if marker.exists():
-            raise CliError(f"--output {path} holds an unfinished run ({marker.name}); continue it with --resume, or "
-                           "remove both files to start again", EXIT_BAD_INPUT)
-        return FileSink.fresh(path, fingerprint, len(requests))
-    if not marker.exists():
-        if path.exists():
-            print(f"mwpgen: nothing to resume: {path} has no {marker.name}, so the run that wrote it finished",
-                  file=sys.stderr)
-            return None
+    if not args.resume and marker.exists():
+        raise CliError(f"--output {path} holds an unfinished run ({marker.name}); continue it with --resume, or "
+                       "remove both files to start again", EXIT_BAD_INPUT)
+    if args.resume and not marker.exists() and path.exists():
+        print(f"mwpgen: nothing to resume: {path} has no {marker.name}, so the run that wrote it finished",
+              file=sys.stderr)
+        return False
+    return True
+
+
+def open_sink(args: argparse.Namespace, requests: Sequence[Numbered], fingerprint: str) -> Sink:
+    """Where the problems go (check_output has passed): stdout, a fresh FILE, or the FILE of the run --resume
+    continues, which must have been started with the same `fingerprint` (run_fingerprint)."""
+    if args.output is None:
+        return Sink(sys.stdout)
+    path, marker = args.output, partial_marker(args.output)
+    if not args.resume or not marker.exists():
         return FileSink.fresh(path, fingerprint, len(requests))
     state = read_marker(marker)
     if state.get("fingerprint") != fingerprint:
-        raise CliError(f"--resume: {path} was started with other requests, options, model or format; resume with "
-                       "the same ones, or remove it and its marker to start again", EXIT_BAD_INPUT)
+        raise CliError(f"--resume: {path} was started with other requests, options, model, judge or format; resume "
+                       "with the same ones, or remove it and its marker to start again", EXIT_BAD_INPUT)
     if not path.exists() or path.stat().st_size < state["bytes"]:
         raise CliError(f"--resume: {path} is shorter than {marker.name} says it was; remove both to start again",
                        EXIT_BAD_INPUT)
@@ -520,12 +581,15 @@ def load_service(model: Path, device: str, judge: Path | None = None):
 def generate_command(args: argparse.Namespace) -> int:
     requests = read_requests(args)
     check_device(args.device)
-    check_judge(args.judge)
-    sink = open_sink(args, requests)
-    if sink is None:
+    check_judge(args.judge, requests)
+    if not check_output(args):
         return 0
+    model = resolve_model(args.model)
+    # The judge only reads --verify's candidates: without one, it is not loaded.
+    judge = resolve_judge(args.judge, args.model, model) if verifies(requests) else None
+    sink = open_sink(args, requests, run_fingerprint(args, requests, judge_identity(judge, model)))
     try:
-        return write_problems(args, requests, sink)
+        return write_problems(args, requests, sink, model, judge)
     except KeyboardInterrupt:
         print(f"mwpgen: interrupted after {sink.done} of {len(requests)} requests "
               f"({sink.written() if sink.done else 'none written'})", file=sys.stderr)
@@ -534,19 +598,17 @@ def generate_command(args: argparse.Namespace) -> int:
         sink.close()
 
 
-def write_problems(args: argparse.Namespace, requests: Sequence[Numbered], sink: Sink) -> int:
+def write_problems(args: argparse.Namespace, requests: Sequence[Numbered], sink: Sink, model: Path,
+                   judge: Path | None) -> int:
     from tqdm import tqdm
 
-    model = resolve_model(args.model)
-    # The judge only reads --verify's candidates: without one, it is not loaded.
-    judge = resolve_judge(args.judge, model) if any(item.request.verify for item in requests) else None
     service = load_service(model, args.device, judge)
     for item in requests:
         try:
             service.check(item.request)
         except RequestError as e:
             raise CliError(named(item, str(e)), EXIT_BAD_INPUT) from None
-    form = Format(args.format)
+    form = Format(args.format, service.judge.info.threshold if service.judge is not None else None)
     if sink.done == 0:
         sink.start(form.start())
     todo = list(enumerate(requests))[sink.done:]
