@@ -10,20 +10,25 @@ on LABELLED_FOLD (every set was generated there):
 - `test`: test equations (data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge): they
   only measure.
 
-Each reading is {"part", "equation", "problem", "label", "group", "source"}: `group` is the dataset problem id the
-candidate was written for (candidates of one problem share most of their text, so a split of the readings keeps a
-group on one side); `source` the set's folder. Each distinct (equation, problem) is kept once: within a part the first
-set's label wins (SETS' order: the corpus first), and a text read in two parts is kept only in the earlier of
-train, validation, test, so no text a judge was fitted or chosen on is ever measured.
+Each reading is {"part", "equation", "problem", "label", "group", "source", "where"}: `group` is the dataset problem
+id the candidate was written for (candidates of one problem share most of their text, so a split of the readings
+keeps a group on one side); `source` the set's folder; `where` the label's file and line. Each distinct (equation,
+problem) is kept once: within a part the first set's reading is kept (SETS' order: the corpus first), and a text read
+in two parts is kept only in the earlier of train, validation, test, so no text a judge was fitted or chosen on is
+ever measured. Two readings of one text in one part that disagree are not resolved silently: each such pair is
+reported in one line naming both label files (a warning, or the caller's `on_conflict`) and the first is kept, since
+either reading may be the mistake and dropping both would lose a text that a later reader settles.
 
 Only the first reading of each set counts (the overlap's second reading measures agreement); a problem the readers
-have not reached yet (a corpus batch being read) has no label and is left out; a label other than 0 or 1 is an error
-naming the file and line.
+have not reached yet (a corpus batch being read) has no label and is left out. One error naming the file (and line
+or column): a label other than 0 or 1, a label whose uid is not in the set's problems.csv, a file without a column
+it needs.
 """
 
 from __future__ import annotations
 
 import csv
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -32,22 +37,34 @@ LABELS = Path("data") / "labels"
 PARTS = ("train", "validation", "test")
 
 
-def read_csv(path: Path) -> list[dict]:
+class LabelConflict(UserWarning):
+    """Two readings of one (equation, problem) in one part disagree (the first is kept)."""
+
+
+def read_csv(path: Path, columns: tuple[str, ...] = ()) -> list[dict]:
+    """The CSV's rows; a missing file, or a header without one of `columns`, is one error naming the file."""
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file (a blind reading set needs it)")
     with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+        reader = csv.DictReader(f)
+        missing = [c for c in columns if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{path}: no column {', '.join(repr(c) for c in missing)} (its header: "
+                             f"{', '.join(reader.fieldnames or ()) or 'none'})")
+        return list(reader)
 
 
-def first_reading(paths: list[Path]) -> dict[str, int]:
-    """uid -> 0/1 from label CSVs (uid, label[, note]); a later file does not overwrite an earlier uid."""
-    labels: dict[str, int] = {}
+def first_reading(paths: list[Path], root: Path | None = None) -> dict[str, tuple[int, str]]:
+    """uid -> (0/1, "file:line" of the label, the file relative to `root` when given) from label CSVs (uid, label[,
+    note]); a later file does not overwrite an earlier uid."""
+    labels: dict[str, tuple[int, str]] = {}
     for path in paths:
-        for line, row in enumerate(read_csv(path), start=2):
+        name = path.relative_to(root) if root is not None and path.is_relative_to(root) else path
+        for line, row in enumerate(read_csv(path, ("uid", "label")), start=2):
             if row.get("label") not in ("0", "1"):
                 raise ValueError(f"{path}:{line}: label must be 0 or 1, got {row.get('label')!r} "
                                  f"(uid {row.get('uid')})")
-            labels.setdefault(row["uid"], int(row["label"]))
+            labels.setdefault(row["uid"], (int(row["label"]), f"{name}:{line}"))
     return labels
 
 
@@ -60,6 +77,7 @@ class ReadingSet:
     key: str  # the file naming each uid's part and dataset problem
     part: Callable[[dict], str]  # a key row -> its part
     group: str  # the key column holding the dataset problem id
+    part_columns: tuple[str, ...] = ()  # the key columns `part` reads
 
     def files(self, root: Path) -> list[Path]:
         """The files this set is read from (what a stage that reads it depends on)."""
@@ -70,21 +88,26 @@ class ReadingSet:
         return [folder / "problems.csv", folder / self.key, *found]
 
     def read(self, root: Path) -> list[dict]:
-        folder = root / LABELS / self.name
         problems_path, key_path, *label_paths = self.files(root)
-        key = read_csv(key_path)
-        label = first_reading(label_paths)
+        key = read_csv(key_path, ("uid", self.group, *self.part_columns))
+        label = first_reading(label_paths, root)
         part = {r["uid"]: self.part(r) for r in key}
         group = {r["uid"]: r[self.group] for r in key}
+        problems = read_csv(problems_path, ("uid", "equation", "problem"))
+        shown = {p["uid"] for p in problems}
+        for uid, (_, where) in label.items():  # a label of a problem nobody was shown: a mistyped uid, another set's
+            if uid not in shown:
+                raise ValueError(f"{where}: uid {uid} is not in {problems_path}")
         out = []
-        for line, p in enumerate(read_csv(problems_path), start=2):
+        for line, p in enumerate(problems, start=2):
             if p["uid"] not in label:
                 continue  # not read yet
             if part.get(p["uid"]) not in PARTS:
                 raise ValueError(f"{problems_path}:{line}: problem {p['uid']} has no part in {key_path.name} "
                                  f"(got {part.get(p['uid'])!r}; expected one of {', '.join(PARTS)})")
-            out.append({"part": part[p["uid"]], "equation": p["equation"], "problem": p["problem"],
-                        "label": label[p["uid"]], "group": group[p["uid"]], "source": str(LABELS / self.name)})
+            value, where = label[p["uid"]]
+            out.append({"part": part[p["uid"]], "equation": p["equation"], "problem": p["problem"], "label": value,
+                        "group": group[p["uid"]], "source": str(LABELS / self.name), "where": where})
         return out
 
 
@@ -98,11 +121,11 @@ def _test(row: dict) -> str:
 
 READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_loss")
 SETS = (
-    ReadingSet("corpus", ("labels/batch_*.csv",), "key.csv", _split, "id"),
+    ReadingSet("corpus", ("labels/batch_*.csv",), "key.csv", _split, "id", ("split",)),
     # data/labels/judge: its dev part was written for validation equations
     ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv",
-               lambda r: {"dev": "validation"}.get(r["part"], r["part"]), "dataset_id"),
-    ReadingSet("verify_pools", ("labels_a.csv",), "key.csv", _split, "id"),
+               lambda r: {"dev": "validation"}.get(r["part"], r["part"]), "dataset_id", ("part",)),
+    ReadingSet("verify_pools", ("labels_a.csv",), "key.csv", _split, "id", ("split",)),
     *(ReadingSet(f"read_models/{name}", ("labels_a.csv", "labels_r[0-9].csv"), "key.csv", _test, "id")
       for name in READ_MODELS),
     ReadingSet("verify_judge", ("labels_a.csv",), "key.csv", _test, "id"),
@@ -116,20 +139,34 @@ def reading_set(name: str) -> ReadingSet:
     return next(s for s in SETS if s.name == name)
 
 
-def readings(root: Path, sets: tuple[str, ...] | None = None) -> dict[str, list[dict]]:
-    """part -> its readings from `sets` (names of SETS; default all), each distinct (equation, problem) once."""
+def _warn(message: str) -> None:
+    warnings.warn(message, LabelConflict, stacklevel=3)
+
+
+def readings(root: Path, sets: tuple[str, ...] | None = None,
+             on_conflict: Callable[[str], None] = _warn) -> dict[str, list[dict]]:
+    """part -> its readings from `sets` (names of SETS; default all), each distinct (equation, problem) once.
+    `on_conflict(line)`: told of each pair of readings of one text in one part that disagree (the first is kept);
+    by default a LabelConflict warning."""
     chosen = [s for s in SETS if sets is None or s.name in sets]
     unknown = set(sets or ()) - {s.name for s in SETS}
     if unknown:
         raise ValueError(f"unknown reading sets {sorted(unknown)}; known: {', '.join(s.name for s in SETS)}")
     rows = [r for s in chosen for r in s.read(root)]
     out: dict[str, list[dict]] = {p: [] for p in PARTS}
-    seen: set[tuple[str, str]] = set()
+    kept: dict[tuple[str, str], dict] = {}
     for part in PARTS:  # train first: a text in two parts stays in the earlier one
         for r in rows:
-            if r["part"] == part and (r["equation"], r["problem"]) not in seen:
-                seen.add((r["equation"], r["problem"]))
+            if r["part"] != part:
+                continue
+            text = (r["equation"], r["problem"])
+            first = kept.get(text)
+            if first is None:
+                kept[text] = r
                 out[part].append(r)
+            elif first["part"] == part and first["label"] != r["label"]:
+                on_conflict(f"{first['where']} and {r['where']}: one {part} text read {first['label']} and "
+                            f"{r['label']} ({r['equation']} | {r['problem'][:60]}); the first is kept")
     return out
 
 
