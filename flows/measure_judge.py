@@ -12,12 +12,14 @@ The fold's learned judge (stage train_judge, models/judge/<dataset>/fold<k>) is 
 parts of data/labels/judge, and on every blind reading of a test equation the project holds (mwpgen/data/readings.py:
 data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge; none of them fitted or chose it):
 its AUC, precision at recall 0.5 and precision and recall at its threshold (with bootstrap intervals), and the
-rule's verdicts on those same readings.
+rule's verdicts on those same readings. A fold where train_judge adopted no judge records why (its no_judge.json).
+
+Every bootstrap interval resamples dataset problems (each reading's `group`), each with all its readings: the
+candidates of one problem share most of their text, so they are not independent draws.
 """
 
 from __future__ import annotations
 
-import json
 import time
 
 from prefect import flow, get_run_logger
@@ -30,7 +32,7 @@ from mwpgen.evaluation.metrics import equation_matches
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.judge import JUDGE_RULE, judged
 from mwpgen.judge_training import measure
-from mwpgen.learned_judge import INFO_FILE, NO_JUDGE_FILE, has_judge
+from mwpgen.learned_judge import has_judge, no_judge_reason, read_info
 from mwpgen.paths import PROJECT_ROOT
 from mwpgen.registry import EVALUATOR
 from tasks.judge import judge_probabilities
@@ -56,7 +58,10 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     judge_dir = fold_paths(None, dataset, fold).judge
     learned = has_judge(judge_dir)
     # every reading of a test equation: what the learned judge is measured on
-    tests = readings(PROJECT_ROOT)["test"][: cap or None] if learned else []
+    conflicts: list[str] = []  # readings of one text that disagree: the first kept, and said
+    tests = readings(PROJECT_ROOT, on_conflict=conflicts.append)["test"][: cap or None] if learned else []
+    for line in conflicts:
+        log.warning("readings disagree: %s", line)
     with fold_run(EVALUATOR.name, dataset, fold, "measure_judge") as run:
         start = time.time()
         texts = list(dict.fromkeys(r["problem"] for r in rows + tests))  # each text parsed once
@@ -85,13 +90,14 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
             of = [r for r in rows if r["part"] == part]
             labels = [r["label"] for r in of]
             result[part] = {"n": len(of), "consistent": sum(labels),
-                            **{name: verdict_quality([r[key] for r in of], labels, seed)
+                            **{name: verdict_quality([r[key] for r in of], labels, seed,
+                                                     groups=[r["group"] for r in of])
                                for name, key in verdicts.items()}}
             for verdict in verdicts:
                 run.metrics({f"{part}_{verdict}_{k}": v for k, v in result[part][verdict].items()
                              if k in ("precision", "recall") and v is not None})
-        result["learned_judge"] = learned_on_tests(judge_dir, tests, parse_of, probability_of, threshold, seed) \
-            if learned else {"no_judge": no_judge_reason(judge_dir)}
+        result["learned_judge"] = {**learned_on_tests(judge_dir, tests, parse_of, probability_of, threshold, seed),
+                                   "label_conflicts": conflicts} if learned else {"no_judge": no_judge_reason(judge_dir)}
         for name in ("learned", "rule"):
             run.metrics({f"test_readings_{name}_{k}": v for k, v in result["learned_judge"].get(name, {}).items()
                          if k in ("auc", "precision_at_recall_0.5", "precision", "recall") and v is not None})
@@ -112,27 +118,22 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     return result
 
 
-def no_judge_reason(judge_dir) -> str:
-    if (judge_dir / NO_JUDGE_FILE).exists():
-        return json.loads((judge_dir / NO_JUDGE_FILE).read_text(encoding="utf-8")).get("reason", "")
-    return f"no {INFO_FILE} in {judge_dir}"
-
-
 def learned_on_tests(judge_dir, tests: list[dict], parse_of: dict, probability_of: dict, threshold: float,
                      seed: int) -> dict:
     """The learned judge and the rule on every test reading: AUC, precision at recall 0.5, precision and recall at
-    the judge's threshold with bootstrap intervals; the rule's verdicts on the same readings."""
-    labels = [r["label"] for r in tests]
+    the judge's threshold with bootstrap intervals over the dataset problems; the rule's verdicts on the same
+    readings."""
+    labels, groups = [r["label"] for r in tests], [r["group"] for r in tests]
     p = [probability_of[(r["problem"], r["equation"])] for r in tests]
     rule = [judged(parse_of[r["problem"]], r["equation"], r["problem"]) for r in tests]
-    info = json.loads((judge_dir / INFO_FILE).read_text(encoding="utf-8"))
-    quality = verdict_quality([q >= threshold for q in p], labels, seed)
-    return {"judge": f"{info['backbone']}, layer {info['layer']}, threshold {threshold:.3f}",
+    info = read_info(judge_dir)
+    quality = verdict_quality([q >= threshold for q in p], labels, seed, groups=groups)
+    return {"judge": f"{info.backbone}, layer {info.layer}, threshold {threshold:.3f}",
             "labels": sorted({r["source"] for r in tests}), "n": len(tests), "consistent": sum(labels),
             "problems": len({r["group"] for r in tests}),
             "learned": {**measure(p, labels, threshold),
                         **{k: quality[k] for k in ("precision_ci", "recall_ci", "tp", "fp", "fn")}},
-            "rule": {**verdict_quality(rule, labels, seed),
+            "rule": {**verdict_quality(rule, labels, seed, groups=groups),
                      "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]}}
 
 

@@ -8,11 +8,17 @@ fitted on the blind readings of training-fold equations only (the `train` part: 
 threshold: the highest that accepts `judge.recall` of the validation problems read right. Test readings are never
 read here: measure_judge measures the judge on them (mwpgen/data/readings.py keeps the parts apart).
 
-Writes the judge to models/judge/<dataset>/fold<k> (backbone layers, head, judge.json with its threshold and
-validation figures) and metrics/judge_train/<dataset>/fold<k>.json (validation AUC, precision at recall 0.5,
-precision and recall at the threshold, the readings' counts, wall time), both logged to the fold's MLflow run
-(`judge x <dataset>` -> `fold k`). Every reading was generated on one fold (blind_labels.LABELLED_FOLD): another fold
-gets a folder saying it has no judge, and the stages and `mwpgen generate` then keep the rule (mwpgen/judge.py).
+The judge must earn its place: the rule it would replace (mwpgen/judge.py `judged`, with the fold's evaluator's
+greedy parse, as evaluate applies it) judges the same validation readings, and the learned judge is adopted only if
+its precision at the rule's recall is above the rule's precision (mwpgen.judge_training.against_the_rule).
+
+Writes models/judge/<dataset>/fold<k>: the adopted judge (backbone layers, head, judge.json with its threshold and
+validation figures), or no_judge.json saying why there is none (with the figures); and
+metrics/judge_train/<dataset>/fold<k>.json (validation AUC, precision at recall 0.5, precision and recall at the
+threshold, the rule's precision and recall and the judge's precision at that recall, whether it was adopted, the
+readings' counts, any disagreeing readings, wall time), both logged to the fold's MLflow run (`judge x <dataset>` ->
+`fold k`). Every reading was generated on one fold (blind_labels.LABELLED_FOLD): another fold gets a folder saying it
+has no judge. Where there is none, the stages and `mwpgen generate` keep the rule.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ from mwpgen.config.schema import Params
 from mwpgen.data.readings import CHOOSING_SETS, LABELS, readings
 from mwpgen.evaluation.blind_labels import LABELLED_FOLD
 from mwpgen.io import write_json
+from mwpgen.judge import judged
 from mwpgen.judge_training import check_classes, subsample
 from mwpgen.learned_judge import save_no_judge
 from mwpgen.paths import PROJECT_ROOT
+from tasks.parse import predict_equations
 from tasks.train_judge import train_judge_model
 from tracking.runs import fold_run
 
@@ -52,19 +60,22 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
         write_json(paths.judge_metrics, result)
         return result
     log = get_run_logger()
-    parts = readings(PROJECT_ROOT, CHOOSING_SETS)  # a missing or unreadable label file: one error naming it
+    conflicts: list[str] = []  # readings of one text that disagree: kept first, and said
+    parts = readings(PROJECT_ROOT, CHOOSING_SETS, on_conflict=conflicts.append)  # a bad file: one error naming it
+    for line in conflicts:
+        log.warning("readings disagree: %s", line)
     seed = params.experiment.seed
     train = subsample(parts["train"], cfg.max_readings, seed)
     validation = subsample(parts["validation"], cfg.max_readings, seed + 1)
     check_classes(train, "train", [str(LABELS / "corpus")])
     check_classes(validation, "validation", sorted({r["source"] for r in parts["validation"]})
                   or [str(LABELS / s) for s in CHOOSING_SETS[1:]])
+    evaluator = paths.evaluator.model_dir
+    if not (evaluator / "config.json").exists():  # the rule's parser, and the backbone by default
+        raise FileNotFoundError(f"no evaluator at {evaluator}: the rule the judge is compared with parses with it; run "
+                                f"`dvc repro train_evaluator@{dataset}-{fold}` first")
     if cfg.backbone == "evaluator":
-        source = paths.evaluator.model_dir
-        if not (source / "config.json").exists():
-            raise FileNotFoundError(f"no evaluator at {source}, which the judge reads with (judge.backbone = "
-                                    f"evaluator); run `dvc repro train_evaluator@{dataset}-{fold}` first")
-        backbone = f"{source.relative_to(PROJECT_ROOT)} (the fold's evaluator)"
+        source, backbone = evaluator, f"{evaluator.relative_to(PROJECT_ROOT)} (the fold's evaluator)"
     else:
         source, backbone = params.train.model, f"{params.train.model} (the pre-trained LM)"
     with fold_run(MODEL, dataset, fold, "train_judge") as run:
@@ -73,22 +84,34 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
         log.info("judge of %s fold %d: layer %d of %s, %d training readings (%d right), %d validation (%d right)",
                  dataset, fold, cfg.layer, backbone, len(train), sum(r["label"] for r in train), len(validation),
                  sum(r["label"] for r in validation))
+        rule = rule_verdicts(params, evaluator, validation)
         measured = train_judge_model(
-            params, source, backbone, train, validation, paths.judge,
+            params, source, backbone, train, validation, rule, paths.judge,
             on_log=lambda s, epoch, step, loss: run.metrics({f"finetune_loss_seed{s}": loss}, step=step))
+        versus = measured["against_rule"]
         result = {"dataset": dataset, "fold": fold, "backbone": backbone, "layer": cfg.layer,
-                  "finetune_layers": cfg.finetune_layers,
+                  "finetune_layers": cfg.finetune_layers, "adopted": versus["adopted"],
                   "readings": {"train": _counts(train), "validation": _counts(validation)}, **measured,
-                  "wall_s": round(time.time() - start, 1)}
+                  "label_conflicts": conflicts, "wall_s": round(time.time() - start, 1)}
         write_json(paths.judge_metrics, result)
         val = measured["validation"]
-        run.metrics({"validation_auc": val["auc"], "validation_precision_at_recall_0.5": val["precision_at_recall_0.5"],
-                     "validation_precision": val["precision"], "validation_recall": val["recall"],
-                     "threshold": val["threshold"], "judge_wall_s": result["wall_s"]})
+        run.metrics({k: v for k, v in {
+            "validation_auc": val["auc"], "validation_precision_at_recall_0.5": val["precision_at_recall_0.5"],
+            "validation_precision": val["precision"], "validation_recall": val["recall"], "threshold": val["threshold"],
+            "rule_validation_precision": versus["rule_precision"], "rule_validation_recall": versus["rule_recall"],
+            "validation_precision_at_rule_recall": versus["learned_precision_at_rule_recall"],
+            "adopted": float(versus["adopted"]), "judge_wall_s": result["wall_s"]}.items() if v is not None})
         run.artifact(paths.judge_metrics)
-        log.info("judge of %s fold %d: validation AUC %s, precision %s at recall %s (threshold %.3f)", dataset, fold,
-                 val["auc"], val["precision"], val["recall"], val["threshold"])
+        log.info("judge of %s fold %d: validation AUC %s, precision %s at recall %s (threshold %.3f); %s", dataset,
+                 fold, val["auc"], val["precision"], val["recall"], val["threshold"], versus["reason"])
     return result
+
+
+def rule_verdicts(params: Params, evaluator, rows: list[dict]) -> list[bool]:
+    """The rule's verdict on each reading (mwpgen.judge.judged with the evaluator's greedy parse, as the evaluate
+    stage's consistency (judged) column applies it)."""
+    parsed = predict_equations(params, evaluator, [r["problem"] for r in rows])
+    return [judged(parse, r["equation"], r["problem"]) for parse, r in zip(parsed, rows)]
 
 
 if __name__ == "__main__":

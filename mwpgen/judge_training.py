@@ -5,6 +5,10 @@ The head is fitted once on the frozen backbone's hidden states (an exact, seedle
 top layers are then trained with the head, once per seed, and the seed of best validation AUC is kept. The threshold
 that turns p into a verdict is the highest that still accepts `recall` of the validation readings read right: the
 same rule for every judge, so its validation precision at that recall is what compares judges.
+
+A learned judge replaces the rule (mwpgen/judge.py) only where it earns it (`against_the_rule`): on the same
+validation readings, its precision at the rule's recall must be above the rule's precision. Both figures are
+in-sample for the learned judge (validation chose its seed and threshold), so a tie or a loss keeps the rule.
 """
 
 from __future__ import annotations
@@ -59,11 +63,13 @@ def measure(scores: Sequence[float], labels: Sequence[int], threshold: float) ->
 
 
 def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], cfg, *, device: str,
-                autocast: torch.dtype | None = None,
-                log: Callable[[int, int, int, float], None] | None = None) -> tuple[LearnedJudge, dict]:
+                   autocast: torch.dtype | None = None,
+                   log: Callable[[int, int, int, float], None] | None = None
+                   ) -> tuple[LearnedJudge, dict, list[float]]:
     """The judge over `source` (a causal LM folder or model spec; LearnedJudge.from_lm) fitted on the `train`
     readings and chosen on the `validation` ones, with params' `judge` section `cfg`; its info says what it is and
-    how it measured on validation. `log(seed, epoch, step, loss)`: fine-tuning progress."""
+    how it measured on validation. Also returns its p of each validation reading (what against_the_rule compares).
+    `log(seed, epoch, step, loss)`: fine-tuning progress."""
     p_train, e_train, y_train = ([r[k] for r in train] for k in ("problem", "equation", "label"))
     p_val, e_val, y_val = ([r[k] for r in validation] for k in ("problem", "equation", "label"))
     states = None
@@ -89,4 +95,36 @@ def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], cf
                 "seed": seed if cfg.finetune_layers else None,
                 "seed_auc": {str(k): v for k, v in seed_auc.items()} if cfg.finetune_layers else {}}
     judge.info.measured = measured
-    return judge, measured
+    return judge, measured, p
+
+
+def against_the_rule(p: Sequence[float], rule: Sequence[bool], labels: Sequence[int]) -> dict:
+    """Whether a learned judge (its p of each validation reading) earns the rule's place (`rule`: the rule's verdict
+    on the same readings): its precision at the rule's recall above the rule's precision. The figures, the verdict
+    `adopted`, and `reason`, one sentence saying why."""
+    if not len(p) == len(rule) == len(labels):
+        raise ValueError(f"{len(p)} probabilities, {len(rule)} rule verdicts and {len(labels)} labels: one of each per "
+                         "validation reading")
+    at = _rule_quality(rule, labels)
+    learned = precision_at_recall(p, labels, at["recall"]) if at["recall"] else math.nan
+    figures = {"n": len(labels), "right": int(sum(labels)), "rule_precision": _finite(at["precision"]),
+               "rule_recall": _finite(at["recall"]), "rule_accepted": at["accepted"],
+               "learned_precision_at_rule_recall": _finite(learned)}
+    if not at["recall"]:  # the rule accepts no right reading: no recall to compare at, and nothing earned
+        return {**figures, "adopted": False, "reason": (
+            f"the rule accepts none of the {figures['right']} validation readings read right, so there is no recall "
+            "to compare the learned judge at; the rule stays (mwpgen/judge.py)")}
+    adopted = not math.isnan(learned) and learned > at["precision"]
+    compared = (f"on {len(labels)} validation readings the learned judge's precision at the rule's recall "
+                f"{at['recall']:.3f} is {learned:.3f}, the rule's {at['precision']:.3f}")
+    return {**figures, "adopted": adopted,
+            "reason": f"{compared}: the learned judge replaces the rule" if adopted else
+            f"{compared}: the learned judge is not better, so the rule stays (mwpgen/judge.py)"}
+
+
+def _rule_quality(verdicts: Sequence[bool], labels: Sequence[int]) -> dict:
+    """Precision (None-free: NaN when nothing is accepted), recall and acceptances of yes/no verdicts."""
+    tp = sum(bool(v) and y == 1 for v, y in zip(verdicts, labels))
+    accepted, positives = sum(map(bool, verdicts)), sum(labels)
+    return {"precision": tp / accepted if accepted else math.nan, "recall": tp / positives if positives else 0.0,
+            "accepted": accepted}

@@ -1,4 +1,5 @@
-"""Fit the learned consistency judge on readings, choose it on validation ones, and save it: the `train_judge` task."""
+"""Fit the learned consistency judge on readings, choose it on validation ones, and adopt it only where it judges
+validation better than the rule: the `train_judge` task."""
 
 from __future__ import annotations
 
@@ -9,22 +10,30 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
-from mwpgen.judge_training import fit_and_choose
+from mwpgen.judge_training import against_the_rule, fit_and_choose
+from mwpgen.learned_judge import save_no_judge
 from mwpgen.runtime import autocast_dtype, needs_grad_scaler, resolve_device
 
 
 @task(cache_policy=NO_CACHE)
 def train_judge_model(params: Params, source: str | Path, backbone: str, train: Sequence[dict],
-                      validation: Sequence[dict], out_dir: Path,
+                      validation: Sequence[dict], rule: Sequence[bool], out_dir: Path,
                       on_log: Callable[[int, int, int, float], None] | None = None) -> dict:
-    """The judge over `source` (the evaluator's folder or train.model), saved to `out_dir`; `backbone` says what
-    `source` is in the saved judge. Returns how it measured on the validation readings."""
+    """The judge over `source` (the evaluator's folder or train.model), fitted and chosen; `backbone` says what
+    `source` is in the saved judge. `rule`: the rule's verdict on each validation reading. Saved to `out_dir` when
+    it judges validation better than the rule (judge_training.against_the_rule), else `out_dir` says why
+    (no_judge.json, with the figures). Returns how it measured on the validation readings, beside the rule."""
     device = resolve_device(params.train.device)
     autocast = autocast_dtype(device, params.train.mixed_precision)
     if needs_grad_scaler(autocast):  # fp16 needs loss scaling, which the judge's short fine-tuning does without
         autocast = None
-    judge, measured = fit_and_choose(source, train, validation, params.judge, device=device, autocast=autocast,
-                                     log=on_log)
+    judge, measured, p = fit_and_choose(source, train, validation, params.judge, device=device, autocast=autocast,
+                                        log=on_log)
     judge.info.backbone = backbone
-    judge.save(out_dir)
+    measured["against_rule"] = against_the_rule(p, rule, [r["label"] for r in validation])
+    if measured["against_rule"]["adopted"]:
+        judge.save(out_dir)
+    else:  # evaluate, --verify and the served model keep the rule; the figures say what the judge reached
+        save_no_judge(out_dir, measured["against_rule"]["reason"],
+                      {"validation": measured["validation"], "against_rule": measured["against_rule"]})
     return measured

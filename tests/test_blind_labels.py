@@ -53,6 +53,30 @@ def test_precision_recall_and_intervals():
     assert none["precision"] is None and none["precision_ci"] is None and none["recall"] == 0.0
 
 
+def test_intervals_resample_dataset_problems_when_given_their_groups():
+    """Five candidates of each of 20 problems, judged and read alike within a problem: 20 independent draws, not
+    100. Resampling readings one by one would narrow the intervals as if there were 100."""
+    verdicts = [v for v in [1, 1, 1, 0, 0, 0, 1, 0, 1, 0] * 2 for _ in range(5)]
+    labels = [y for y in [1, 1, 0, 1, 0, 0, 1, 0, 0, 1] * 2 for _ in range(5)]
+    groups = [f"problem{i}" for i in range(20) for _ in range(5)]
+    one_by_one = verdict_quality(verdicts, labels, seed=1)
+    grouped = verdict_quality(verdicts, labels, seed=1, groups=groups)
+    assert grouped["precision"] == one_by_one["precision"] and grouped["recall"] == one_by_one["recall"]
+    width = {name: [q[f"{name}_ci"][1] - q[f"{name}_ci"][0] for q in (one_by_one, grouped)]
+             for name in ("precision", "recall")}
+    assert all(grouped_width > 1.5 * single_width for single_width, grouped_width in width.values())
+    # one reading per problem: the same draws as without groups
+    assert verdict_quality(verdicts[::5], labels[::5], seed=1, groups=groups[::5]) == \
+        verdict_quality(verdicts[::5], labels[::5], seed=1)
+    with pytest.raises(ValueError, match="19 groups for 100 verdicts"):
+        verdict_quality(verdicts, labels, seed=1, groups=groups[:19])
+
+
+def test_committed_labels_name_the_dataset_problem_of_each_reading():
+    rows = read_labels(LABELS)
+    assert all(r["group"] for r in rows) and len({r["group"] for r in rows}) < len(rows)  # candidates share one
+
+
 def test_a_fold_without_labels_records_that_it_has_none(tmp_path, monkeypatch):
     import flows.measure_judge as stage
     from mwpgen.config.schema import Params

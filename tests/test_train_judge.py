@@ -1,7 +1,8 @@
 """Stage train_judge (flows/train_judge.py) on tiny readings and a tiny evaluator: the judge is fitted on the train
-part and its threshold chosen on the validation part, saved with its figures, logged to the fold's MLflow run; a fold
-without readings keeps the rule; too few readings of a class is one error naming the set. The flow's body runs here
-without Prefect (its task as a plain function)."""
+part and its threshold chosen on the validation part, adopted only where it judges validation better than the rule,
+saved with its figures, logged to the fold's MLflow run; a fold without readings, or a judge that does not beat the
+rule, keeps the rule; too few readings of a class is one error naming the set. The flow's body runs here without
+Prefect (its tasks as plain functions)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from prefect.logging import disable_run_logger
 
 import flows.train_judge as stage
+import tasks.train_judge as task
 from mwpgen import judge_training
 from mwpgen.config.schema import validate_params
 from mwpgen.learned_judge import PROMPT, LearnedJudge, has_judge
@@ -21,7 +24,18 @@ from tiny_readings import EQUATION, problem, write_reading_sets
 
 
 @pytest.fixture()
-def project(tmp_path, monkeypatch):
+def parsed(monkeypatch) -> list[Path]:
+    """The rule's parse (the tiny evaluator's is noise): the equation itself. With it the real rule reads the tiny
+    problems perfectly (only the right ones say "more"); `weak_rule` stands for a rule a judge can beat. Returns the
+    folders the rule's parse was asked to read with."""
+    folders = []
+    monkeypatch.setattr(stage, "predict_equations", lambda params, folder, texts: folders.append(folder) or
+                        [EQUATION] * len(texts))
+    return folders
+
+
+@pytest.fixture()
+def project(tmp_path, monkeypatch, parsed):
     texts = write_reading_sets(tmp_path)
     tiny_model_dir(FoldPaths(tmp_path, None, "arithmetic", 0).evaluator.model_dir, texts + [PROMPT, EQUATION],
                    layers=2)
@@ -32,23 +46,35 @@ def project(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture()
+def weak_rule(monkeypatch):
+    """A rule that accepts every problem (precision 0.5 on the tiny readings, recall 1): what a judge that ranks
+    the validation readings right beats."""
+    monkeypatch.setattr(stage, "judged", lambda parse, equation, problem: True)
+
+
 def _run(judge: dict, dataset: str = "arithmetic") -> dict:
     params = validate_params({"train": {"device": "cpu", "mixed_precision": False}, "judge": judge})
     with disable_run_logger():
         return stage.train_judge.fn(params, dataset, 0)
 
 
-def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(project):
-    result = _run({"layer": 1, "l2": 0.1})
+def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(project, parsed, weak_rule):
+    result = _run({"layer": 2, "l2": 0.1})
     paths = FoldPaths(project, None, "arithmetic", 0)
     assert json.loads(paths.judge_metrics.read_text()) == result
     assert result["readings"] == {"train": {"n": 8, "right": 4, "problems": 4},
                                   "validation": {"n": 16, "right": 8, "problems": 8}}  # judge dev + verify_pools
     val = result["validation"]
-    assert val["n"] == 16 and val["recall"] >= 0.5 and 0 <= val["auc"] <= 1 and result["wall_s"] >= 0
+    assert val["n"] == 16 and val["auc"] == 1.0 and val["recall"] >= 0.5 and result["wall_s"] >= 0  # separable
+    versus = result["against_rule"]  # the rule is read with the fold's evaluator, whatever the judge's backbone
+    assert parsed == [paths.evaluator.model_dir] and result["adopted"] is versus["adopted"] is True
+    assert (versus["rule_precision"], versus["rule_recall"], versus["learned_precision_at_rule_recall"]) == (0.5, 1.0,
+                                                                                                            1.0)
+    assert "replaces the rule" in versus["reason"] and result["label_conflicts"] == []
     assert result["backbone"] == "models/mwp2eq/arithmetic/fold0 (the fold's evaluator)"
     judge = LearnedJudge.load(paths.judge)
-    assert judge.info.threshold == pytest.approx(val["threshold"], abs=1e-6) and judge.info.layer == 1
+    assert judge.info.threshold == pytest.approx(val["threshold"], abs=1e-6) and judge.info.layer == 2
     assert judge.info.measured["validation"] == val and judge.info.backbone == result["backbone"]
     p = judge.probabilities([problem(True, "apples", 1), problem(False, "apples", 1)], [EQUATION] * 2)
     assert [judge.accepts(q) for q in p] == [q >= val["threshold"] for q in p]
@@ -57,10 +83,45 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     c = client()
     (run,) = c.search_runs([experiment_id(c)], "tags.`mwpgen.key` = 'judge/arithmetic/fold0'")
     assert run.data.metrics["validation_auc"] == pytest.approx(val["auc"])
-    assert run.data.params["judge.layer"] == "1" and run.data.tags["mwpgen.stage.train_judge"] == "done"
+    assert run.data.metrics["rule_validation_precision"] == 0.5 and run.data.metrics["adopted"] == 1.0
+    assert run.data.params["judge.layer"] == "2" and run.data.tags["mwpgen.stage.train_judge"] == "done"
 
 
-def test_fine_tuning_trains_one_judge_per_seed_and_keeps_the_best_on_validation(project):
+def test_a_judge_that_does_not_beat_the_rule_on_validation_is_not_adopted(project):
+    result = _run({"layer": 2, "l2": 0.1})  # the real rule, which reads the tiny validation readings perfectly
+    folder = FoldPaths(project, None, "arithmetic", 0).judge
+    versus = result["against_rule"]
+    assert result["adopted"] is False and (versus["rule_precision"], versus["rule_recall"]) == (1.0, 1.0)
+    assert versus["learned_precision_at_rule_recall"] == 1.0  # a tie: the rule stays
+    assert not has_judge(folder) and result["validation"]["auc"] == 1.0  # both figures are in the metrics
+    saved = json.loads((folder / "no_judge.json").read_text())
+    assert saved["reason"] == versus["reason"] and "not better, so the rule stays" in saved["reason"]
+    assert saved["figures"] == {"validation": result["validation"], "against_rule": versus}
+    with pytest.raises(FileNotFoundError, match="not better, so the rule stays"):
+        LearnedJudge.load(folder)
+
+
+def test_the_fitted_head_never_sees_validation_or_test_labels(project, monkeypatch):
+    """Validation labels choose the threshold (and a seed); the head is fitted on train readings only, and test
+    readings are never read: flipping both leaves the head as it was."""
+    heads = []
+    fit = task.fit_and_choose
+
+    def keep_head(*args, **kwargs):
+        judge, measured, p = fit(*args, **kwargs)
+        heads.append({k: v.clone() for k, v in judge.state_dict().items() if not k.startswith("backbone.")})
+        return judge, measured, p
+
+    monkeypatch.setattr(task, "fit_and_choose", keep_head)
+    first = _run({"layer": 2, "l2": 0.1})
+    write_reading_sets(project, flipped=("dev", "validation", "test"))
+    second = _run({"layer": 2, "l2": 0.1})
+    assert first["validation"]["auc"] == 1.0 and second["validation"]["auc"] == 0.0  # the flip was read
+    assert heads[0].keys() == heads[1].keys() == {"head.weight", "head.bias", "mean", "std"}
+    assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
+
+
+def test_fine_tuning_trains_one_judge_per_seed_and_keeps_the_best_on_validation(project, weak_rule):
     result = _run({"layer": 2, "finetune_layers": 1, "epochs": 1, "batch_size": 4, "seeds": [3, 4], "lr": 1e-3})
     assert set(result["seed_auc"]) == {"3", "4"}
     assert result["seed"] in (3, 4) and result["seed_auc"][str(result["seed"])] == max(result["seed_auc"].values())
@@ -92,10 +153,25 @@ def test_a_subsample_keeps_both_classes_in_proportion():
     assert judge_training.subsample(rows, 0, seed=1) == rows
 
 
-def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_the_rule(project, monkeypatch):
+def test_the_rule_is_compared_at_its_own_recall():
+    p, labels = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 0, 1, 1, 0, 0]
+    rule = [True, False, True, False, True, False]  # precision 2/3 at recall 2/3
+    versus = judge_training.against_the_rule(p, rule, labels)
+    # the judge's top 3 (0.9, 0.8, 0.7) hold 2 of the 3 right ones, the rule's recall: precision 2/3, a tie
+    assert versus["rule_precision"] == versus["learned_precision_at_rule_recall"] == pytest.approx(0.6667, abs=1e-4)
+    assert versus["adopted"] is False  # not above the rule
+    assert judge_training.against_the_rule([0.9, 0.7, 0.8, 0.6, 0.5, 0.4], rule, labels)["adopted"] is True
+    none = judge_training.against_the_rule(p, [False] * 6, labels)
+    assert none["adopted"] is False and "no recall to compare" in none["reason"] and none["rule_precision"] is None
+    with pytest.raises(ValueError, match="one of each per validation reading"):
+        judge_training.against_the_rule(p, rule[:2], labels)
+
+
+def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_the_rule(project, monkeypatch,
+                                                                                        weak_rule):
     import flows.measure_judge as measuring
 
-    _run({"layer": 1, "l2": 0.1})
+    _run({"layer": 2, "l2": 0.1})
     monkeypatch.setattr(measuring, "PROJECT_ROOT", project)
     monkeypatch.setattr(measuring, "LABELS", project / "data" / "labels" / "judge")
     monkeypatch.setattr(measuring, "fold_paths", lambda model, d, k: FoldPaths(project, model, d, k))
@@ -103,9 +179,14 @@ def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_t
     # the evaluator's parse (tested with the rule elsewhere): the equation for the right problems, else another
     monkeypatch.setattr(measuring, "predict_equations",
                         lambda params, folder, texts: [EQUATION if "gets" in t else "x = num1 - num2" for t in texts])
+    resampled = []  # what each interval resamples: dataset problems (groups), never single readings
+    quality = measuring.verdict_quality
+    monkeypatch.setattr(measuring, "verdict_quality", lambda verdicts, labels, seed, groups=None: resampled.append(
+        groups) or quality(verdicts, labels, seed, groups=groups))
     params = validate_params({"train": {"device": "cpu"}})
     with disable_run_logger():
         result = measuring.measure_judge.fn(params, "arithmetic", 0)
+    assert resampled and all(g is not None and len(set(g)) < len(g) for g in resampled)  # 2 readings a problem
     on = result["learned_judge"]
     # the tiny sets' test readings: judge and verify_pools 8 each, six read_models sets and verify_judge 8 each
     assert (on["n"], on["consistent"]) == (72, 36) and len(on["labels"]) == 9
@@ -114,6 +195,13 @@ def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_t
     assert on["learned"]["threshold"] == pytest.approx(threshold, abs=1e-6) and 0 <= on["learned"]["auc"] <= 1
     assert on["learned"]["accepted"] == on["learned"]["tp"] + on["learned"]["fp"]
     assert set(result["test"]) == {"n", "consistent", "judge", "acc_eq", "learned"}
+    assert on["label_conflicts"] == []
     verdicts = project / "results" / "judge" / "arithmetic" / "fold0.jsonl"
     rows = [json.loads(line) for line in verdicts.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 16 and all(r["learned_judged"] is (r["judge_probability"] >= threshold - 1e-4) for r in rows)
+    # each verdict is the judge's on its unrounded p (the file keeps p to 4 places), read again here
+    from mwpgen.data.readings import read_csv
+
+    shown = {r["uid"]: r for r in read_csv(project / "data" / "labels" / "judge" / "problems.csv")}
+    judge = LearnedJudge.load(FoldPaths(project, None, "arithmetic", 0).judge)
+    p = judge.probabilities([shown[r["uid"]]["problem"] for r in rows], [shown[r["uid"]]["equation"] for r in rows])
+    assert len(rows) == 16 and [r["learned_judged"] for r in rows] == [q >= threshold for q in p]

@@ -22,9 +22,11 @@ def _write(path: Path, header: str, rows: list[str]) -> None:
     path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
 
 
-def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None = None) -> list[str]:
+def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None = None,
+                       flipped: tuple[str, ...] = ()) -> list[str]:
     """Every set of SETS under root/data/labels, `per_part` readings of each of the set's parts, half read right
-    (the corpus' train part: `right_in_train` of them when given). Returns every problem text (a tiny model's
+    (the corpus' train part: `right_in_train` of them when given); the labels of the parts named in `flipped`
+    ("dev", "validation", "test") are read the other way. Returns every problem text (a tiny model's
     vocabulary)."""
     texts = []
     for n, spec in enumerate(SETS):
@@ -41,7 +43,7 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
                 problems.append(f"{uid},{EQUATION},{text}")
                 group = f"{n}{part[:1]}{i // 2}"  # two candidates per dataset problem
                 key.append(f"{uid},{part},{group}")
-                labels.append(f"{uid},{int(i < right)}")
+                labels.append(f"{uid},{int((i < right) != (part in flipped))}")
         _write(folder / "problems.csv", "uid,equation,problem", problems)
         if spec.name == "judge":
             _write(folder / "sources.csv", "uid,part,dataset_id", key)

@@ -42,15 +42,17 @@ def readings(*paths: Path) -> dict[str, int]:
 
 
 def read_labels(folder: Path) -> list[dict]:
-    """Every labelled problem (uid, equation, problem, part, label) in problems.csv's order, by its first reading."""
+    """Every labelled problem (uid, equation, problem, part, label, group) in problems.csv's order, by its first
+    reading; `group`: the dataset problem it was written for (sources.csv's dataset_id)."""
     label = readings(*(folder / f for f in FIRST_READING))
-    part = {r["uid"]: r["part"] for r in read_csv(folder / "sources.csv")}
+    sources = {r["uid"]: r for r in read_csv(folder / "sources.csv")}
     rows = read_csv(folder / "problems.csv")
     for line, r in enumerate(rows, start=2):
-        if r["uid"] not in label or part.get(r["uid"]) not in PARTS:
+        if r["uid"] not in label or sources.get(r["uid"], {}).get("part") not in PARTS:
             what = "no label in " + ", ".join(FIRST_READING) if r["uid"] not in label else "no part in sources.csv"
             raise ValueError(f"{folder / 'problems.csv'}:{line}: problem {r['uid']} has {what}")
-    return [{**r, "part": part[r["uid"]], "label": label[r["uid"]]} for r in rows]
+    return [{**r, "part": sources[r["uid"]]["part"], "label": label[r["uid"]],
+             "group": sources[r["uid"]].get("dataset_id") or r["uid"]} for r in rows]
 
 
 def _counts(pairs: Sequence[tuple[bool, int]]) -> tuple[int, int, int]:
@@ -62,16 +64,26 @@ def _ratios(tp: int, accepted: int, positive: int) -> tuple[float | None, float 
     return (tp / accepted if accepted else None), (tp / positive if positive else None)
 
 
-def verdict_quality(verdicts: Sequence[bool], labels: Sequence[int], seed: int, resamples: int = 1000) -> dict:
-    """Precision and recall of yes/no verdicts against reading labels, with 95 % percentile bootstrap intervals
-    (problems resampled; a resample without an accepted or a consistent problem gives no value for that ratio)."""
+def verdict_quality(verdicts: Sequence[bool], labels: Sequence[int], seed: int, resamples: int = 1000,
+                    groups: Sequence[str] | None = None) -> dict:
+    """Precision and recall of yes/no verdicts against reading labels, with 95 % percentile bootstrap intervals (a
+    resample without an accepted or a consistent problem gives no value for that ratio). With `groups` (the dataset
+    problem each reading was written for) the resamples draw groups, each with all its readings: the candidates of
+    one problem share most of their text and are judged alike, so drawing readings one by one would treat them as
+    independent and narrow the intervals. Without, readings are drawn one by one."""
     pairs = list(zip(map(bool, verdicts), labels))
+    if groups is not None and len(groups) != len(pairs):
+        raise ValueError(f"{len(groups)} groups for {len(pairs)} verdicts")
+    clusters: dict[str, list[tuple[bool, int]]] = {}
+    for i, pair in enumerate(pairs):
+        clusters.setdefault(groups[i] if groups is not None else str(i), []).append(pair)
+    units = list(clusters.values())
     tp, accepted, positive = _counts(pairs)
     precision, recall = _ratios(tp, accepted, positive)
     rng = random.Random(seed)
     drawn: dict[str, list[float]] = {"precision": [], "recall": []}
     for _ in range(resamples if pairs else 0):
-        p, r = _ratios(*_counts([pairs[rng.randrange(len(pairs))] for _ in pairs]))
+        p, r = _ratios(*_counts([pair for _ in units for pair in units[rng.randrange(len(units))]]))
         for name, value in (("precision", p), ("recall", r)):
             if value is not None:
                 drawn[name].append(value)
