@@ -4,13 +4,14 @@ BLEU-4, METEOR and ROUGE-L against the real test problem (pycocoevalcap after it
 ACC-eq = the evaluator mwp2eq (trained on this training fold's real problems only) parses each generated problem
 back into exactly the input equation's symbols; % novel = generated problems whose normalised text is not in the
 training fold; ACC-eq over novel problems only; Dist-3. ACC-eq (equivalent): the parse is symbolically the input
-equation. Consistency (judged): the share of problems the fold's consistency judge accepts: its learned judge
-(models/judge/<dataset>/fold<k>, stage train_judge: p(problem encodes equation) at least its threshold) where the fold
-has one, else the rule (mwpgen.judge.judged: the evaluator's parse is the equation and the problem passes a reader's
-surface checks); the scores say which (`judge`) and keep the rule's share beside it (`consistency_rule`). How far
-each judge can be trusted: stages train_judge (validation readings) and measure_judge (test readings). The
-per-problem predictions file also keeps each problem's BLEU statistics (metrics.bleu_stats) and the judges'
-verdicts, from which the report recomputes the scores on the bootstrap resamples of its paired comparisons.
+equation. Consistency (judged): the share of problems the rule judge accepts (mwpgen.judge.judged: the evaluator's
+parse is the equation and the problem passes a reader's surface checks), on every fold, as before there was a
+learned judge. Consistency (learned): the share the fold's learned judge accepts (models/judge/<dataset>/fold<k>,
+stage train_judge: p(problem encodes equation) at least its threshold), only where train_judge adopted one; absent
+elsewhere, so no average mixes the two judges. How far each judge can be trusted: stages train_judge (validation
+readings) and measure_judge (test readings). The per-problem predictions file also keeps each problem's BLEU
+statistics (metrics.bleu_stats) and the judges' verdicts ("judged"; "judge_probability" and "learned_judged" with a
+learned judge), from which the report recomputes the scores on the bootstrap resamples of its paired comparisons.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from mwpgen.evaluation.metrics import TextScorer, score_generations
 from mwpgen.io import read_generations, write_json, write_jsonl
 from mwpgen.judge import judge_predictions
 from mwpgen.learned_judge import has_judge
+from mwpgen.learned_judge import judge_predictions as learned_predictions
 from mwpgen.seq2seq.not_run import read_not_run
 from tasks.judge import judge_probabilities
 from tasks.parse import predict_equations
@@ -55,21 +57,20 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
             parsed = predict_equations(params, paths.evaluator.model_dir, [r["generated"] for r in rows])
             parse_s = time.time() - start
             scores, predictions = score_generations(rows, parsed, [r["text"] for r in data.train], scorer)
-        learned = has_judge(paths.judge)  # a fold without readings has none: the rule judges
-        probabilities, threshold = judge_probabilities(
-            params, paths.judge, [p["generated"] for p in predictions],
-            [p["equation"] for p in predictions]) if learned else (None, None)
-        scores["consistency_judged"] = judge_predictions(predictions, probabilities, threshold)
-        scores["consistency_rule"] = sum(p["rule_judged"] for p in predictions) / max(len(predictions), 1)
-        scores["judge"] = "learned" if learned else "rule"
+        scores["consistency_judged"] = judge_predictions(predictions)  # the rule, on every fold
+        if has_judge(paths.judge):  # where train_judge adopted one (no_judge.json elsewhere)
+            probabilities, threshold = judge_probabilities(params, paths.judge, [p["generated"] for p in predictions],
+                                                           [p["equation"] for p in predictions])
+            scores["consistency_learned"] = learned_predictions(predictions, probabilities, threshold)
         timings = scores.pop("timings_s")
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,
                   "timings_s": {**{k: round(v, 3) for k, v in timings.items()}, "parse": round(parse_s, 3)}}
         write_json(out, result)
         log.info("%s %s fold %d: BLEU-4 %.3f METEOR %.3f ROUGE-L %.3f ACC-eq %.3f (equivalent %.3f) judged %.3f "
-                 "(%s judge) novel %.3f", model, dataset, fold, scores["bleu4"], scores["meteor"], scores["rouge_l"],
-                 scores["acc_eq"], scores["acc_eq_equivalent"], scores["consistency_judged"], scores["judge"],
+                 "(learned judge: %s) novel %.3f", model, dataset, fold, scores["bleu4"], scores["meteor"],
+                 scores["rouge_l"], scores["acc_eq"], scores["acc_eq_equivalent"], scores["consistency_judged"],
+                 "none" if "consistency_learned" not in scores else f"{scores['consistency_learned']:.3f}",
                  scores["novelty"])
         run.metrics({k: v for k, v in scores.items() if isinstance(v, (int, float))})
         run.artifact(out)

@@ -1,9 +1,10 @@
 """The rule judge: is a generated problem's equation the one it was asked to encode?
 
-`judged` is the verdict of the evaluate stage's "consistency (judged)" column and of `mwpgen generate --verify` where
-a fold has no learned judge (mwpgen/learned_judge.py, stage train_judge, which takes its place where it exists):
-the evaluator's greedy parse is the requested equation, and the problem passes the checks a reader makes before
-solving (`surface_checks`). `equation_logprobs` is the parser's log p(E | M), the rank among accepted candidates.
+`judged` is the verdict of the evaluate stage's "consistency (judged)" column (always this rule: a learned judge's
+share is its own column, "consistency (learned)") and of `mwpgen generate --verify` where there is no learned judge
+(mwpgen/learned_judge.py, stage train_judge, which takes its place there only where it judged validation readings
+better): the evaluator's greedy parse is the requested equation, and the problem passes the checks a reader makes
+before solving (`surface_checks`). `equation_logprobs` is the parser's log p(E | M), the rank among accepted candidates.
 The candidates compared against it (beam margins, fitted judges, a consistency classifier) are in
 studies/judge_choice.
 """
@@ -46,21 +47,11 @@ def judged(parse: str, equation: str, problem: str) -> bool:
             and not checks["extra_numbers"] and checks["question"] and checks["operation_words"])
 
 
-def judge_predictions(predictions: list[dict], probabilities: Sequence[float] | None = None,
-                      threshold: float | None = None) -> float:
-    """Add the verdicts to each prediction record of the evaluate stage (id, equation, generated, parsed, ...) and
-    return the share "judged" accepts: the "consistency (judged)" score. "rule_judged" is this rule's verdict; with a
-    learned judge's `probabilities` (mwpgen/learned_judge.py, one per record) and its `threshold`, each record also
-    keeps its "judge_probability" and "judged" is the learned judge's verdict (p >= threshold), else the rule's."""
-    if probabilities is not None and len(probabilities) != len(predictions):
-        raise ValueError(f"{len(probabilities)} judge probabilities for {len(predictions)} predictions")
-    for i, p in enumerate(predictions):
-        p["rule_judged"] = judged(p["parsed"], p["equation"], p["generated"])
-        if probabilities is None:
-            p["judged"] = p["rule_judged"]
-        else:
-            p["judge_probability"] = round(float(probabilities[i]), 4)
-            p["judged"] = bool(probabilities[i] >= threshold)
+def judge_predictions(predictions: list[dict]) -> float:
+    """Add the judge's verdict ("judged") to each prediction record of the evaluate stage (id, equation, generated,
+    parsed, ...) and return the share it accepts: the "consistency (judged)" score."""
+    for p in predictions:
+        p["judged"] = judged(p["parsed"], p["equation"], p["generated"])
     return sum(p["judged"] for p in predictions) / max(len(predictions), 1)
 
 

@@ -206,6 +206,18 @@ class LearnedJudge(torch.nn.Module):
         return judge.to(device).eval()
 
 
+def judge_predictions(predictions: list[dict], probabilities: Sequence[float], threshold: float) -> float:
+    """Add the learned judge's p ("judge_probability", to 4 places) and verdict ("learned_judged": p >= `threshold`,
+    on the unrounded p) to each prediction record of the evaluate stage, one p per record, and return the share it
+    accepts: the "consistency (learned)" score. The rule's "judged" is left as it is (mwpgen.judge)."""
+    if len(probabilities) != len(predictions):
+        raise ValueError(f"{len(probabilities)} judge probabilities for {len(predictions)} predictions")
+    for p, q in zip(predictions, probabilities):
+        p["judge_probability"] = round(float(q), 4)
+        p["learned_judged"] = bool(q >= threshold)
+    return sum(p["learned_judged"] for p in predictions) / max(len(predictions), 1)
+
+
 def has_judge(folder: str | Path) -> bool:
     """Whether `folder` holds a saved judge (a fold without readings gets only NO_JUDGE_FILE)."""
     return (Path(folder) / INFO_FILE).exists()

@@ -150,19 +150,18 @@ def test_the_judged_verdict_needs_the_parse_and_every_surface_check():
     # word of the text signals a subtraction (OPERATION_CUES)
 
 
-def test_the_evaluate_stage_judges_by_the_learned_judge_where_there_is_one_and_keeps_the_rule_beside_it():
+def test_the_judged_column_stays_the_rules_and_the_learned_judge_adds_its_own_verdict():
+    from mwpgen import learned_judge
+
     eq = "x = num1 - num2"
     ok = "Joan had num1 shells . She gave num2 away . How many are left ?"
-    def rows() -> list[dict]:
-        return [{"equation": eq, "generated": ok, "parsed": eq}, {"equation": eq, "generated": ok, "parsed": "x"}]
-
-    by_rule = rows()
-    assert judge.judge_predictions(by_rule) == 0.5
-    assert [p["judged"] for p in by_rule] == [p["rule_judged"] for p in by_rule] == [True, False]
-    assert all("judge_probability" not in p for p in by_rule)
-    learned = rows()
-    assert judge.judge_predictions(learned, [0.3, 0.81234], threshold=0.5) == 0.5
-    assert [p["judged"] for p in learned] == [False, True] and [p["rule_judged"] for p in learned] == [True, False]
-    assert [p["judge_probability"] for p in learned] == [0.3, 0.8123]
+    rows = [{"equation": eq, "generated": ok, "parsed": eq}, {"equation": eq, "generated": ok, "parsed": "x"}]
+    assert judge.judge_predictions(rows) == 0.5  # consistency (judged): the rule, whatever judge the fold has
+    assert [p["judged"] for p in rows] == [True, False] and all(set(p) == {"equation", "generated", "parsed",
+                                                                           "judged"} for p in rows)
+    # consistency (learned): its own share and verdict, on the unrounded p (0.49996 rounds to 0.5 but is below)
+    assert learned_judge.judge_predictions(rows, [0.49996, 0.81234], threshold=0.5) == 0.5
+    assert [p["learned_judged"] for p in rows] == [False, True] and [p["judged"] for p in rows] == [True, False]
+    assert [p["judge_probability"] for p in rows] == [0.5, 0.8123]
     with pytest.raises(ValueError, match="1 judge probabilities for 2 predictions"):
-        judge.judge_predictions(rows(), [0.3], threshold=0.5)
+        learned_judge.judge_predictions(rows, [0.3], threshold=0.5)

@@ -27,8 +27,10 @@ DELTA_METRICS = ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged")
 _PER_PROBLEM = ("acc_eq", "acc_eq_equivalent", "judged")  # the prediction records' 0/1 columns, DELTA_METRICS[1:]
 # The evaluator's figures on real test problems (flows/train.py): its own accuracy and the chance baseline.
 REFERENCE_METRICS = ("oracle_acc_eq", "oracle_acc_eq_equivalent", "chance_acc_eq", "chance_acc_eq_equivalent")
-SUMMARY_METRICS = ("bleu4", "meteor", "rouge_l", "acc_eq", "acc_eq_equivalent", "consistency_judged", "novelty",
-                   "acc_eq_novel", "dist3")
+# consistency_learned: the learned judge's share, present only on folds where train_judge adopted one, so its mean
+# is over those folds alone (never mixed with the rule's consistency_judged)
+SUMMARY_METRICS = ("bleu4", "meteor", "rouge_l", "acc_eq", "acc_eq_equivalent", "consistency_judged",
+                   "consistency_learned", "novelty", "acc_eq_novel", "dist3")
 _SMALL, _TINY = 1e-9, 1e-15  # pycocoevalcap's BleuScorer smoothing: no division by zero, 0 matches -> 0
 
 Samples = dict[tuple[str, str, str], list[float]]  # (model, dataset, metric) -> one value per fold
@@ -213,13 +215,18 @@ def ablation_summary(runs: dict[str, dict]) -> dict:
 def judge_summary(measured: dict | None, trained: dict | None = None) -> dict:
     """report.json's record of the judges' measurements (numbers only, for `dvc metrics`; empty without one): per part
     of data/labels/judge the rule's, ACC-eq's (and the learned judge's) precision and recall with their intervals;
-    the learned judge on the validation readings that chose it (`trained`: stage train_judge) and on every test
-    reading beside the rule (measure_judge)."""
+    the learned judge on the validation readings that chose it (`trained`: stage train_judge; in-sample), beside the
+    rule's figures there and whether it was adopted, and on every test reading beside the rule (measure_judge)."""
     out = {}
     if trained and "validation" in trained:
-        v = trained["validation"]
+        v, versus = trained["validation"], trained.get("against_rule", {})
         out["learned_validation"] = {k: v[k] for k in ("n", "right", "auc", "precision_at_recall_0.5", "threshold",
                                                        "precision", "recall", "accepted") if v.get(k) is not None}
+        out["learned_validation"] |= {k: versus[k] for k in ("rule_precision", "rule_recall",
+                                                             "learned_precision_at_rule_recall")
+                                      if versus.get(k) is not None}
+        if "adopted" in trained:
+            out["learned_validation"]["adopted"] = int(trained["adopted"])
     if not measured or not measured.get("n"):
         return out
     on = measured.get("learned_judge", {})

@@ -26,10 +26,12 @@ from mwpgen.evaluation.statistics import (BASELINE, BOOTSTRAP_RESAMPLES, DELTA_M
                                           Samples, aggregate, not_run_reasons)
 
 TABLE2_MODELS = registry.names(table2=True)  # the paper's row order
-TABLE2_METRICS = (*paper.TABLE2_METRICS, "acc_eq_equivalent", "consistency_judged")
+LEARNED = "consistency_learned"  # the learned judge's share, only on folds where train_judge adopted one
+TABLE2_METRICS = (*paper.TABLE2_METRICS, "acc_eq_equivalent", "consistency_judged", LEARNED)
 TABLE3_METRICS = ("novelty", "acc_eq_novel", "dist3")
 METRIC_NAMES = {"bleu4": "BLEU-4", "meteor": "METEOR", "rouge_l": "ROUGE-L", "acc_eq": "ACC-eq",
                 "acc_eq_equivalent": "ACC-eq (equivalent)", "consistency_judged": "consistency (judged)",
+                LEARNED: "consistency (learned)",
                 "novelty": "% novel", "acc_eq_novel": "ACC-eq (novel)", "dist3": "Dist-3"}
 PAPER_KEY = {m.name: m.paper_key for m in registry.MODELS.values() if m.paper_key}
 # Readable names of the base LMs params.train.model is usually set to (an HF id is shown by its last part).
@@ -297,9 +299,10 @@ def delta_table(title: str, caption: str, rows: Sequence[tuple[str, dict | None]
                  corner=corner)
 
 
-def learned_judge(trained: dict | None) -> bool:
-    """Whether the train_judge stage's metrics/judge_train/<dataset>/fold<k>.json describe a judge it trained."""
-    return bool(trained) and "validation" in trained
+def has_learned_judge(trained: dict | None) -> bool:
+    """Whether the train_judge stage's metrics/judge_train/<dataset>/fold<k>.json describe a judge it adopted (one
+    fitted but not adopted, since it did not judge validation better than the rule, judges nothing)."""
+    return bool(trained) and "validation" in trained and trained.get("adopted", True) is True
 
 
 def _ratio(name: str, q: dict) -> str:
@@ -307,31 +310,39 @@ def _ratio(name: str, q: dict) -> str:
     return "n/a" if q.get(name) is None else f"{q[name]:.3f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
-def _if_used(trained: dict | None, scores: Sequence[dict]) -> dict | None:
-    """The learned judge's training metrics when some of `scores` were judged by it (evaluate's "judge"), else None:
-    scores made before it existed were judged by the rule, and the notes must say so."""
-    return trained if any(s.get("judge") == "learned" for s in scores) else None
+def _share_against_readers(accepted: int | None, consistent: int | None, n: int | None) -> str:
+    """Whether a judge's share states more or fewer problems right than readers found, from the figures: ", so its
+    share overstates how many problems a reader finds right (it accepts 58 of 300, readers 44)"."""
+    if accepted is None or consistent is None or not n:
+        return ""
+    verb = "overstates" if accepted > consistent else "understates" if accepted < consistent else "matches"
+    return (f", so its share {verb} how many problems a reader finds right (it accepts {accepted} of {n}, readers "
+            f"found {consistent} right)")
 
 
-def judged_caption(scores: Sequence[dict], trained: dict | None) -> str:
-    """The part of a table's caption that says which judge its consistency (judged) column counts, with the learned
-    judge's precision and recall on the validation readings that chose it (metrics/judge_train)."""
-    kinds = {s.get("judge", "rule") for s in scores if not s.get("not_run")}
-    if "learned" not in kinds or not learned_judge(trained):
-        return ""  # the rule: the notes say what it is
+def _learned_scores(scores: Sequence[dict]) -> list[dict]:
+    return [s for s in scores if s.get(LEARNED) is not None and not s.get("not_run")]
+
+
+def judged_caption(scores: Sequence[dict], trained: dict | None, measured: dict | None = None) -> str:
+    """The part of a table's caption that says which judge each consistency column counts: the rule for "judged"
+    on every fold; for "learned" the learned judge where train_judge adopted one, with its precision and recall on
+    the validation readings that chose its threshold (in-sample) and, where measure_judge has run, on test readings
+    (metrics/judge/...). Empty when no score of `scores` has a learned judge's share."""
+    if not _learned_scores(scores) or not has_learned_judge(trained):
+        return ""
     v = trained["validation"]
-    rule = " (the rule where a fold has no learned judge)" if "rule" in kinds else ""
-    return (f" consistency (judged): the learned judge{rule}, precision {_ratio('precision', v)} at recall "
-            f"{_ratio('recall', v)} on the validation readings that chose its threshold (test readings: notes).")
+    on = (measured or {}).get("learned_judge", {})
+    tested = (f"; on {on['n']} test readings (measure_judge) {_ratio('precision', on['learned'])} at recall "
+              f"{_ratio('recall', on['learned'])}") if "learned" in on else "; not yet measured on test readings"
+    return (f" consistency (judged): the rule (mwpgen/judge.py), every fold; consistency (learned): the learned judge "
+            f"where train_judge adopted one (not run elsewhere), precision {_ratio('precision', v)} at recall "
+            f"{_ratio('recall', v)} on the validation readings that chose its threshold (in-sample){tested}.")
 
 
-def judge_note(measured: dict | None, trained: dict | None = None) -> str:
-    """What the consistency (judged) column measures: with a learned judge (stage train_judge's metrics `trained`),
-    its threshold and precision and recall on the validation readings and, from the measure_judge stage's
-    metrics/judge/<dataset>/fold<k>.json (`measured`), on the test readings beside the rule's; else the rule's
-    precision and recall against the blind readings of the test part."""
-    if learned_judge(trained):
-        return _learned_judge_note(measured, trained)
+def judge_note(measured: dict | None) -> str:
+    """What the consistency (judged) column measures, with the rule judge's precision and recall against the blind
+    readings of the test part (the measure_judge stage's metrics/judge/<dataset>/fold<k>.json)."""
     if not measured or not measured.get("n"):
         return "consistency (judged): the share of problems the consistency judge (mwpgen/judge.py) accepts."
     test = measured["test"]
@@ -341,28 +352,49 @@ def judge_note(measured: dict | None, trained: dict | None = None) -> str:
             f"of generated problems for {measured['dataset']} fold {measured['fold']} test equations "
             f"(data/labels/judge, {test['consistent']} consistent) its precision is {_ratio('precision', j)} and its "
             f"recall {_ratio('recall', j)} (ACC-eq's verdict: {_ratio('precision', acc)} and {_ratio('recall', acc)}; "
-            f"95% bootstrap intervals; stage measure_judge), so it too overstates how many problems a reader finds "
-            f"right.")
+            f"95% bootstrap intervals over dataset problems; stage measure_judge)"
+            f"{_share_against_readers(j.get('accepted'), test['consistent'], test['n'])}.")
 
 
-def _learned_judge_note(measured: dict | None, trained: dict) -> str:
-    v = trained["validation"]
-    text = (f"consistency (judged): the share of problems the learned judge accepts (mwpgen/learned_judge.py, stage "
+def learned_judge_note(measured: dict | None, trained: dict | None, scores: Sequence[dict]) -> list[str]:
+    """What the consistency (learned) column measures, when some of `scores` have it: the learned judge's threshold,
+    its figures on the validation readings that chose it (in-sample) beside the rule's, and from the measure_judge
+    stage (`measured`) its figures on test readings beside the rule's on the same readings. [] otherwise."""
+    if not _learned_scores(scores) or not has_learned_judge(trained):
+        return []
+    v, versus = trained["validation"], trained.get("against_rule", {})
+    adopted = (f" It was adopted because at the rule's validation recall ({versus['rule_recall']:.3f}) its precision, "
+               f"{versus['learned_precision_at_rule_recall']:.3f}, is above the rule's {versus['rule_precision']:.3f} "
+               f"(in-sample for it as well).") if versus.get("rule_recall") is not None and \
+        versus.get("learned_precision_at_rule_recall") is not None else ""
+    text = (f"consistency (learned): the share of problems the learned judge accepts (mwpgen/learned_judge.py, stage "
             f"train_judge: {trained['backbone']} read to layer {trained['layer']}, a linear head fitted on "
-            f"{trained['readings']['train']['n']} blind readings of training-fold equations; it accepts p ≥ "
-            f"{v['threshold']:.3f}, the highest threshold reaching recall {trained['recall_target']} on "
-            f"{v['n']} readings of validation equations, where its precision is {_ratio('precision', v)} at recall "
-            f"{_ratio('recall', v)}, AUC {_ratio('auc', v)}; metrics/judge_train). A fold without one is judged by the "
-            f"rule (mwpgen/judge.py).")
+            f"{trained['readings']['train']['n']} blind readings of training-fold equations), only on folds where "
+            f"train_judge adopted one (empty, not run, elsewhere; never averaged with the rule's column). It accepts p ≥ "
+            f"{v['threshold']:.3f}, the highest threshold reaching recall {trained['recall_target']} on {v['n']} "
+            f"readings of validation equations; on those readings, which chose that threshold (in-sample, so "
+            f"flattering), its precision is {_ratio('precision', v)} at recall {_ratio('recall', v)}, AUC "
+            f"{_ratio('auc', v)} (metrics/judge_train).{adopted}")
     on = (measured or {}).get("learned_judge", {})
     if "learned" not in on:
-        return text + " Not yet measured on test readings (stage measure_judge)."
+        return [text + " Not yet measured on test readings (stage measure_judge)."]
     q, rule = on["learned"], on["rule"]
-    return (text + f" Against {on['n']} blind readings of {measured['dataset']} fold {measured['fold']} test equations "
-            f"({on['consistent']} consistent; stage measure_judge) its precision is {_ratio('precision', q)} and its "
-            f"recall {_ratio('recall', q)}, AUC {_ratio('auc', q)} (the rule on the same readings: "
-            f"{_ratio('precision', rule)} and {_ratio('recall', rule)}; 95% bootstrap intervals), so it too "
-            f"overstates how many problems a reader finds right.")
+    return [text + f" Against {on['n']} blind readings of {measured['dataset']} fold {measured['fold']} test "
+            f"equations ({on['consistent']} consistent; stage measure_judge; none chose anything) its precision is "
+            f"{_ratio('precision', q)} and its recall {_ratio('recall', q)}, AUC {_ratio('auc', q)} (the rule on the "
+            f"same readings: {_ratio('precision', rule)} and {_ratio('recall', rule)}; 95% bootstrap intervals over "
+            f"dataset problems){_share_against_readers(q.get('accepted'), on['consistent'], on['n'])}."]
+
+
+def _learned_cell(learned: Samples, samples: Samples, row: str, dataset: str) -> str:
+    """A row's consistency (learned): the mean over the folds where train_judge adopted a judge only (never averaged
+    with the rule's), "[fold k]" after it when the row's other folds had none; empty (the tables' "not run") where
+    none had one."""
+    values = learned.get((row, dataset, LEARNED))
+    if not values:
+        return ""
+    mine, every = learned[(row, dataset, "folds")], samples.get((row, dataset, "folds"), [])
+    return Cell(values).text() + ("" if set(mine) == set(every) else f" [{_folds(mine)}]")
 
 
 def _chance_note(oracle: Sequence[dict]) -> str:
@@ -439,21 +471,23 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
     """Table 2 per dataset: language quality, ACC-eq (exact, equivalent) and the judged consistency of each model
     beside the paper's figures, the evaluator's and chance's ACC-eq; then each model's difference from GPT-pre.
     `oracle`: the evaluator's per-fold REFERENCE_METRICS (+ ``chance_equation``); `deltas`: deltas_vs_gpt_pre;
-    `judge`: the judge's measurement, `trained_judge`: the learned judge's training metrics (judge_note);
-    `base_model`: params.train.model."""
+    `judge`: the judges' measurement (judge_note), `trained_judge`: the learned judge's training metrics
+    (learned_judge_note); `base_model`: params.train.model."""
     deltas = deltas or {}
     samples, refs, skipped = aggregate(scores, TABLE2_METRICS), aggregate(oracle, REFERENCE_METRICS), \
         not_run_reasons(scores)
+    learned = aggregate(_learned_scores(scores), (LEARNED,))  # its folds: those with a learned judge
     labels = {m: model_label(m, base_model) for m in models}
     tables = []
     for d in datasets:
         ran = [m for m in models if any((m, d, x) in samples for x in TABLE2_METRICS)]
         rows = [_table2_row(labels[m] + _fold_mark(samples, m, d, ran),
-                            {x: _text(samples, (m, d, x)) for x in TABLE2_METRICS},
+                            {x: _text(samples, (m, d, x)) for x in TABLE2_METRICS}
+                            | {LEARNED: _learned_cell(learned, samples, m, d)},
                             paper.TABLE2.get(PAPER_KEY.get(m, ""), {}).get(d, {})) for m in ran]
         caption = (f"{d}: our runs ({_run_caption(samples, ran, d)}; GPT, GPT-pre and ours are "
                    f"{base_model_name(base_model)}) beside the paper's 5-fold averages (GPT-2)."
-                   + judged_caption([s for s in scores if s.get("dataset") == d], trained_judge))
+                   + judged_caption([s for s in scores if s.get("dataset") == d], trained_judge, judge))
         tables.append(Table(f"Table 2 ({d}): language quality and equation accuracy", caption, _table2_columns(),
                             rows + _reference_rows(refs, d), _not_run_notes(models, ran, skipped, d, base_model)))
         compared = [m for m in ran if m != BASELINE]
@@ -472,7 +506,8 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
         "for num1 + num2). The paper reports the exact one only.",
         "oracle: the evaluator (mwp2eq) on the test problems themselves, the ceiling of ACC-eq (the paper's "
         "bracketed figure); " + _chance_note(oracle),
-        judge_note(judge, _if_used(trained_judge, scores)), _delta_method("GPT-pre"), *_unpaired_notes(shown, labels),
+        judge_note(judge), *learned_judge_note(judge, trained_judge, scores), _delta_method("GPT-pre"),
+        *_unpaired_notes(shown, labels),
         "Empty: not run; –: not computable (e.g. no novel problems). A model that could not be trained here is "
         "named under each dataset's table, never replaced by a stand-in.", *_why_not_run(models, skipped, base_model)])
 
@@ -503,7 +538,7 @@ def table3(scores: list[dict], models: Sequence[str], datasets: Sequence[str], *
 
 # --- Table 4 ------------------------------------------------------------------------------------------------------
 
-TABLE4_METRICS = DELTA_METRICS  # BLEU-4, ACC-eq, ACC-eq (equivalent), consistency (judged)
+TABLE4_METRICS = (*DELTA_METRICS, LEARNED)  # BLEU-4, ACC-eq (exact, equivalent), consistency (judged, learned)
 
 
 def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[str], judge: dict | None = None,
@@ -511,7 +546,8 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
     """Table 4 (ablation) per dataset: BLEU-4, ACC-eq (exact, equivalent) and the judged consistency of each
     variant that ran (`runs`: statistics.ablation_runs) beside the paper's, and each variant's difference from the
     full model. Variants not run on a dataset are one note with the paper's figures."""
-    samples = aggregate([s for row in runs.values() for s in row["scores"]], TABLE4_METRICS)
+    every = [s for row in runs.values() for s in row["scores"]]
+    samples, learned = aggregate(every, TABLE4_METRICS), aggregate(_learned_scores(every), (LEARNED,))
     columns = [c for m in TABLE4_METRICS for c in metric_columns(m, m in ("bleu4", "acc_eq"))] + \
         [Column("run", "run")]
     all_deltas = {(label, d): x for label, row in runs.items() for d, x in row["deltas"].items()}
@@ -522,7 +558,8 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
         for label in ran:
             reported = paper.TABLE4.get(label, {}).get(d, {})
             cells = [x for m in TABLE4_METRICS for x in
-                     [_text(samples, (label, d, m))] + ([_paper(reported.get(m))] if m in ("bleu4", "acc_eq") else [])]
+                     [_learned_cell(learned, samples, label, d) if m == LEARNED else _text(samples, (label, d, m))]
+                     + ([_paper(reported.get(m))] if m in ("bleu4", "acc_eq") else [])]
             rows.append((label + _fold_mark(samples, label, d, ran), cells + [", ".join(runs[label]["source"])]))
         missing = [label for label in row_labels if label not in ran]
         notes = ["Not run here: " + "; ".join(
@@ -533,7 +570,7 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
         tables.append(Table(f"Table 4 ({d}): ablation", f"{d}: each row is ours on {base_model_name(base_model)} "
                             f"with the switches of mwpgen/ours/ablation.py ({_run_caption(samples, ran, d)}), beside "
                             f"the paper's 5-fold averages (GPT-2); run: the model whose scores the row shows."
-                            + judged_caption(shown, trained_judge), columns, rows, notes, corner="variant"))
+                            + judged_caption(shown, trained_judge, judge), columns, rows, notes, corner="variant"))
         compared = [label for label in ran if runs[label]["source"] != [FULL_MODEL]]
         if compared and "full model" in ran:
             tables.append(delta_table(f"Table 4 ({d}): difference from the full model",
@@ -545,8 +582,8 @@ def table4(runs: dict[str, dict], row_labels: Sequence[str], datasets: Sequence[
         "A row is one training run of \"ours\" with the switches of mwpgen/ours/ablation.py; rows that are the same "
         "run in the paper's table (context selection = full model w/o L_eq) share it, and GPT-pre answers "
         "\"keyword, noun+pronoun\" unless that variant itself ran.",
-        judge_note(judge, _if_used(trained_judge, [s for row in runs.values() for s in row["scores"]])),
-        _delta_method("the full model"), *_unpaired_notes(all_deltas, {})])
+        judge_note(judge), *learned_judge_note(judge, trained_judge, every), _delta_method("the full model"),
+        *_unpaired_notes(all_deltas, {})])
 
 
 # --- Table 5 ------------------------------------------------------------------------------------------------------
