@@ -114,6 +114,12 @@ def test_duplicate_keys_name_file_line_and_key(tmp_path):
         load_params(path)
 
 
+def test_an_ablation_on_the_experiments_folds_or_with_no_variant_is_accepted():
+    validate_params({"ablation": {"variants": ["tfidf"], "datasets": ["arithmetic"], "folds": [0]}})
+    validate_params({"ablation": {"variants": [], "folds": [3]}})  # no variant: no ablate stage runs
+    validate_params({"experiment": {"folds": [0, 1, 2]}, "ablation": {"variants": ["tfidf"], "folds": [2, 1]}})
+
+
 @pytest.mark.parametrize(
     "raw, named",
     [
@@ -131,6 +137,10 @@ def test_duplicate_keys_name_file_line_and_key(tmp_path):
          ["experiment.datasets.0: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'"]),
         ({"experiment": {"subsample": {"math23": {"max_train": 10}}}}, ["experiment.subsample", "math23"]),
         ({"experiment": {"subsample": {"math23k": {"max_tets": 10}}}}, ["experiment.subsample.math23k.max_tets"]),
+        # ablate depends on models/mwp2eq, data/keywords and models/judge of its folds: the experiment makes them
+        ({"ablation": {"variants": ["tfidf"], "folds": [0, 1]}},
+         ["ablation.datasets x ablation.folds: arithmetic fold 1 not in experiment.datasets x experiment.folds"]),
+        ({"ablation": {"variants": ["tfidf"], "datasets": ["mawps"]}}, ["mawps fold 0 not in experiment.datasets"]),
     ],
 )
 def test_cross_field_and_value_checks_name_the_keys(raw, named):

@@ -8,6 +8,7 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from import_closure import closure
@@ -170,3 +171,25 @@ def test_the_judge_stages_depend_on_every_reading_file_they_read():
     read = {str(f.relative_to(ROOT).parent) for f in files(ROOT, CHOOSING_SETS)}
     labels = [d for d in STAGES["train_judge"]["deps"] if d.startswith("data/labels/")]
     assert all(any(d == r or d.startswith(r + "/") for r in read) for d in labels), labels
+
+
+def test_every_per_fold_path_ablate_reads_is_made_by_the_experiments_stages():
+    """ablate runs over ablation.datasets x ablation.folds; each per-fold path it reads (the evaluator, keywords, the
+    learned judge) is an output of a stage run over experiment.datasets x experiment.folds, and the params refuse an
+    ablation fold outside those (mwpgen/config/schema.py), so no ablate dependency is a file nothing makes."""
+    made_by = {}
+    for name, stage in STAGES.items():
+        matrix = stage.get("matrix", {})
+        for key in ("outs", "metrics", "plots"):
+            for entry in stage.get(key, []):
+                made_by[next(iter(entry)) if isinstance(entry, dict) else entry] = (name, matrix.get("dataset"),
+                                                                                    matrix.get("fold"))
+    per_fold = [d for d in STAGES["ablate"]["deps"] if "${item.fold}" in d]
+    assert "models/judge/${item.dataset}/fold${item.fold}" in per_fold
+    unmade = [d for d in per_fold if made_by.get(d, (None,))[1:] != ("${experiment.datasets}", "${experiment.folds}")]
+    assert not unmade, f"ablate reads per-fold paths no experiment-matrix stage makes: {unmade}"
+    from mwpgen.config.files import ParamsError
+    from mwpgen.config.schema import validate_params
+
+    with pytest.raises(ParamsError, match="ablation.datasets x ablation.folds: arithmetic fold 2 not in"):
+        validate_params({"ablation": {"variants": ["tfidf"], "folds": [2]}})

@@ -410,6 +410,15 @@ class Params(Section):
             problems.append(f"split.n_folds: must be {ARITHMETIC_FOLDS} while arithmetic is in "
                             f"{', '.join(with_arithmetic)} (its folds are Roy & Roth's {ARITHMETIC_FOLDS} published "
                             f"folds); got {n}")
+        # The ablate stage reads each fold's evaluator, keywords and judge, which only the stages of the
+        # experiment's (dataset, fold) matrix produce: a fold outside it would be a DVC dependency nothing makes.
+        exp, ab = self.experiment, self.ablation
+        outside = [f"{d} fold {k}" for d in ab.datasets for k in ab.folds
+                   if d not in exp.datasets or k not in exp.folds] if ab.variants else []
+        if outside:
+            problems.append(f"ablation.datasets x ablation.folds: {', '.join(outside)} not in experiment.datasets x "
+                            "experiment.folds, whose stages make the evaluator, keywords and judge ablate reads; add "
+                            "them there or run the ablation on those folds")
         if problems:
             raise ValueError("\n  ".join(problems))
         return self
