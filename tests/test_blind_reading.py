@@ -145,3 +145,34 @@ def test_a_fresh_reader_is_compared_with_each_sets_first_reading(tmp_path):
     a, b = result["sets"]["a"], result["sets"]["b"]
     assert a["read"] == 5 and a["agree"] == 5
     assert b["fresh_right"] == 0 and b["agree"] == 5 - b["first_right"]
+
+
+def test_no_study_rebuilds_a_set_that_has_been_read(tmp_path, monkeypatch):
+    """A new build renumbers a set's problems: over labels_*.csv it would leave labels describing texts nobody read.
+    Every study that writes a blind set into data/labels/ refuses, naming the folder and its label files."""
+    from studies.evaluator_agreement import evaluator_agreement
+    from studies.reading import judge_labels
+
+    shown = [{"k": 1, "id": "t0", "equation": "x = num1 + num2", "context": "c", "generated": "a problem",
+              "verified": "True", "evaluator_parse": "x", "judged_by_evaluator": "False"}]
+    _csv(tmp_path / "verify_k_generations.csv", shown)
+    reading = tmp_path / "reading"
+    read_verify_k.build(tmp_path, reading)  # a fresh folder, or one without labels, is built
+    read_verify_k.build(tmp_path, reading)
+    (reading / "labels_a.csv").write_text("uid,label\nr0001,1\n", encoding="utf-8")
+    before = {p.name: p.read_text(encoding="utf-8") for p in reading.iterdir()}
+    for build in (lambda: read_verify_k.build(tmp_path, reading),
+                  lambda: verify_pools.build(tmp_path, reading),
+                  lambda: read_models.build(["ours"], 1, "arithmetic", 0, reading, root=tmp_path),
+                  lambda: read_models.cross_build([], 1, reading)):
+        with pytest.raises(SystemExit, match=rf"^error: {reading} already holds readings \(labels_a.csv\)"):
+            build()
+    assert {p.name: p.read_text(encoding="utf-8") for p in reading.iterdir()} == before  # nothing rewritten
+    monkeypatch.setattr(judge_labels, "OUT", reading)
+    monkeypatch.setattr(judge_labels, "pool", lambda: pytest.fail("the pool was drawn over a read set"))
+    with pytest.raises(SystemExit, match="already holds readings"):
+        judge_labels.build()
+    labelled = tmp_path / "labels.csv"
+    labelled.write_text("model,id,equation,generated,label\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=rf"error: {labelled} already exists"):
+        evaluator_agreement.sample(labelled, 1, 0, "arithmetic", 0)

@@ -34,6 +34,8 @@ def predictions(model: str, dataset: str, fold: int) -> list[dict]:
 
 
 def sample(out: Path, n: int, seed: int, dataset: str, fold: int) -> None:
+    if out.exists():  # its label column is filled in place: a new sample would overwrite the readings
+        raise SystemExit(f"error: {out} already exists (its labels are read into it); sample into a new file")
     models = [m for m in load_params(ROOT / "params.yaml").models.generate if predictions(m, dataset, fold)]
     rng = random.Random(seed)
     rows = []

@@ -20,7 +20,9 @@ of test problems: `build --models ours --out data/labels/read_models/ours`); `sc
 generate stage (results/generations/<model>/<dataset>/fold<k>.csv), and makes one blind reading set of them all
 (studies/reading/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were written
 for TEST equations: they only measure. The sets live in data/labels/read_models/<set> (the judge's measure_judge stage
-reads them, and a stage reads labels from data/ only); the reports comparing sets stay in studies/read_models.
+reads them, and a stage reads labels from data/ only), with the reports that compare them where `--report` put each:
+data/labels/read_models/<set>/reading.md, <set>/vs_*/ and <set>/cross/; only GPT-pre against ours is
+studies/read_models/reading.md. `build` and `cross-build` refuse a folder that already holds readings (labels_*.csv).
 
 `score` reports each model's share read right, the difference of every later model from the first with a paired
 95% bootstrap interval (the same drawn test problems in both), the judge's and ACC-eq's verdicts against the
@@ -44,6 +46,7 @@ RESAMPLES = 1000
 
 
 def build(models: list[str], n: int, dataset: str, fold: int, out: Path, root: Path = ROOT) -> None:
+    blind_reading.refuse_if_read(out)  # before anything is read: a read set is never drawn again
     generated = {m: {r["id"]: r for r in blind_reading.rows(root / "results" / "generations" / m / dataset /
                                                              f"fold{fold}.csv")} for m in models}
     ids = sorted(set.intersection(*(set(g) for g in generated.values())))
@@ -127,7 +130,9 @@ CROSS_SEED = 7
 
 def cross_build(outs: list[Path], n: int, out: Path) -> None:
     """A fresh reader's check that the sets' readers judge alike: a seeded `n` problems of each set (none of its
-    overlap), shuffled together into one blind set, to be read by someone who read none of them."""
+    overlap), shuffled together into one blind set, to be read by someone who read none of them. Never over a
+    cross-check that has been read (blind_reading.refuse_if_read)."""
+    blind_reading.refuse_if_read(out)
     shown = []
     for s in outs:
         overlap = {r["uid"] for r in blind_reading.rows(s / "overlap.csv")}

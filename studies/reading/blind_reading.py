@@ -8,7 +8,8 @@ A set lives in one folder:
 - `key.csv`: uid -> every source row that showed that text (its model / K, test id, verdicts);
 - `overlap.csv`: the seeded uids a second reader labels independently.
 Readers label by the rule of data/labels/evaluator/README.md into `labels_<reader>.csv` (uid,label); the first
-reading covers every uid, `labels_overlap.csv` the overlap.
+reading covers every uid, `labels_overlap.csv` the overlap. A folder that holds labels is never built again
+(`refuse_if_read`): a new build renumbers the problems, and the labels would then describe texts nobody read.
 """
 
 from __future__ import annotations
@@ -38,8 +39,20 @@ def write_rows(path: Path, records: list[dict], columns: list[str]) -> None:
     tmp.replace(path)
 
 
+def refuse_if_read(folder: Path) -> None:
+    """Stop, naming the folder and its label files, when `folder` already holds readings (labels_*.csv): building a
+    set there again would give its uids to other problems, so that the labels no longer match what was read."""
+    read = sorted(p.name for p in folder.glob("labels_*.csv")) if folder.is_dir() else []
+    if read:
+        raise SystemExit(f"error: {folder} already holds readings ({', '.join(read)}); building a blind set there "
+                         "again would renumber its problems under those labels. Build into a new folder (or move "
+                         "the readings away first if they are to be thrown away)")
+
+
 def build(out: Path, shown: list[dict], key_columns: list[str], prefix: str = "r") -> None:
-    """`shown`: source rows with "equation", "generated" and `key_columns`. Writes the set's three files."""
+    """`shown`: source rows with "equation", "generated" and `key_columns`. Writes the set's three files (never over
+    a set that has been read: refuse_if_read)."""
+    refuse_if_read(out)
     distinct: dict[tuple[str, str], list[dict]] = {}
     for r in shown:
         distinct.setdefault((r["equation"], r["generated"]), []).append(r)

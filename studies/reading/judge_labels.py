@@ -23,6 +23,7 @@ import random
 from pathlib import Path
 
 from mwpgen.evaluation.blind_labels import FIRST_READING, SECOND_READING, read_csv, read_labels, readings
+from studies.reading import blind_reading
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "data" / "labels" / "judge"
@@ -56,6 +57,7 @@ def pool() -> list[dict]:
 
 
 def build() -> None:
+    blind_reading.refuse_if_read(OUT)  # data/labels/judge has been read: a new draw would renumber its problems
     rows = pool()
     random.Random(SEED + 1).shuffle(rows)
     for i, r in enumerate(rows, start=1):
