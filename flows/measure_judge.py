@@ -97,7 +97,8 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
                 run.metrics({f"{part}_{verdict}_{k}": v for k, v in result[part][verdict].items()
                              if k in ("precision", "recall") and v is not None})
         result["learned_judge"] = {**learned_on_tests(judge_dir, tests, parse_of, probability_of, threshold, seed),
-                                   "label_conflicts": conflicts} if learned else {"no_judge": no_judge_reason(judge_dir)}
+                                   "label_conflicts": conflicts} if learned else \
+            {"no_judge": no_judge_reason(judge_dir)}
         for name in ("learned", "rule"):
             run.metrics({f"test_readings_{name}_{k}": v for k, v in result["learned_judge"].get(name, {}).items()
                          if k in ("auc", "precision_at_recall_0.5", "precision", "recall") and v is not None})

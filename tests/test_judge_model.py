@@ -69,6 +69,21 @@ def test_a_missing_judge_names_its_stage(tmp_path):
         lj.LearnedJudge.load(tmp_path)
 
 
+def test_a_malformed_judge_or_no_judge_file_is_named(backbone, tmp_path):
+    judge = lj.LearnedJudge.from_lm(backbone, layer=1).save(tmp_path / "judge")
+    (judge / lj.INFO_FILE).write_text('{"backbone": "x", "layer": 1, "threshold": "high"}', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{judge / lj.INFO_FILE}: key 'threshold' must be int or float"):
+        lj.LearnedJudge.load(judge)
+    (judge / lj.INFO_FILE).write_text("{", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{judge / lj.INFO_FILE}: not a readable JSON file"):
+        lj.read_info(judge)
+    none = lj.save_no_judge(tmp_path / "none", "the rule judged validation as well", {"rule_precision": 0.5})
+    assert lj.no_judge_reason(none) == "the rule judged validation as well"
+    (none / lj.NO_JUDGE_FILE).write_text('"just a string"', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{none / lj.NO_JUDGE_FILE}: expected a JSON object, got str"):
+        lj.LearnedJudge.load(none)
+
+
 def test_ranking_metrics():
     scores, labels = [0.9, 0.8, 0.7, 0.6, 0.5], [1, 0, 1, 0, 0]
     assert lj.auc(scores, labels) == pytest.approx(5 / 6)

@@ -370,9 +370,9 @@ def learned_judge_note(measured: dict | None, trained: dict | None, scores: Sequ
     text = (f"consistency (learned): the share of problems the learned judge accepts (mwpgen/learned_judge.py, stage "
             f"train_judge: {trained['backbone']} read to layer {trained['layer']}, a linear head fitted on "
             f"{trained['readings']['train']['n']} blind readings of training-fold equations), only on folds where "
-            f"train_judge adopted one (empty, not run, elsewhere; never averaged with the rule's column). It accepts p ≥ "
-            f"{v['threshold']:.3f}, the highest threshold reaching recall {trained['recall_target']} on {v['n']} "
-            f"readings of validation equations; on those readings, which chose that threshold (in-sample, so "
+            f"train_judge adopted one (empty, not run, elsewhere; never averaged with the rule's column). It accepts "
+            f"p ≥ {v['threshold']:.3f}, the highest threshold reaching recall {trained['recall_target']} on "
+            f"{v['n']} readings of validation equations; on those readings, which chose that threshold (in-sample, so "
             f"flattering), its precision is {_ratio('precision', v)} at recall {_ratio('recall', v)}, AUC "
             f"{_ratio('auc', v)} (metrics/judge_train).{adopted}")
     on = (measured or {}).get("learned_judge", {})
