@@ -72,9 +72,14 @@ def test_intervals_resample_dataset_problems_when_given_their_groups():
         verdict_quality(verdicts, labels, seed=1, groups=groups[:19])
 
 
-def test_committed_labels_name_the_dataset_problem_of_each_reading():
+def test_committed_labels_name_the_dataset_problem_of_each_reading(tmp_path):
     rows = read_labels(LABELS)
     assert all(r["group"] for r in rows) and len({r["group"] for r in rows}) < len(rows)  # candidates share one
+    folder = shutil.copytree(LABELS, tmp_path / "labels")
+    sources = (folder / "sources.csv").read_text(encoding="utf-8").replace(",dataset_id\n", ",problem_id\n", 1)
+    (folder / "sources.csv").write_text(sources, encoding="utf-8")
+    with pytest.raises(ValueError, match=r"sources.csv: no column 'dataset_id'"):
+        read_labels(folder)
 
 
 def test_a_fold_without_labels_records_that_it_has_none(tmp_path, monkeypatch):

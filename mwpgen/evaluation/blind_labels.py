@@ -46,13 +46,16 @@ def read_labels(folder: Path) -> list[dict]:
     reading; `group`: the dataset problem it was written for (sources.csv's dataset_id)."""
     label = readings(*(folder / f for f in FIRST_READING))
     sources = {r["uid"]: r for r in read_csv(folder / "sources.csv")}
+    missing = [c for c in ("uid", "part", "dataset_id") if sources and c not in next(iter(sources.values()))]
+    if missing:  # the intervals resample dataset problems: a reading without one cannot be placed
+        raise ValueError(f"{folder / 'sources.csv'}: no column {', '.join(repr(c) for c in missing)}")
     rows = read_csv(folder / "problems.csv")
     for line, r in enumerate(rows, start=2):
         if r["uid"] not in label or sources.get(r["uid"], {}).get("part") not in PARTS:
             what = "no label in " + ", ".join(FIRST_READING) if r["uid"] not in label else "no part in sources.csv"
             raise ValueError(f"{folder / 'problems.csv'}:{line}: problem {r['uid']} has {what}")
-    return [{**r, "part": sources[r["uid"]]["part"], "label": label[r["uid"]],
-             "group": sources[r["uid"]].get("dataset_id") or r["uid"]} for r in rows]
+    return [{**r, "part": sources[r["uid"]]["part"], "label": label[r["uid"]], "group": sources[r["uid"]]["dataset_id"]}
+            for r in rows]
 
 
 def _counts(pairs: Sequence[tuple[bool, int]]) -> tuple[int, int, int]:
