@@ -62,3 +62,14 @@ def test_ranking_metrics():
     t = lj.threshold_at_recall(scores, labels, 0.5)
     assert t == 0.9 and lj.precision_recall(scores, labels, t) == {"threshold": 0.9, "precision": 1.0,
                                                                     "recall": 0.5, "accepted": 1}
+
+
+def test_the_studys_states_of_every_layer_are_the_judges_own(backbone):
+    from studies.learned_judge.compare import hidden_by_layer
+
+    rows = [{"problem": p, "equation": "x = num1 + num2"} for p in RIGHT + WRONG]
+    states = hidden_by_layer(str(backbone), [1, 2], rows, None, "tiny")
+    for layer in (1, 2):
+        judge = lj.LearnedJudge.from_lm(backbone, layer=layer)
+        own = judge.hidden([r["problem"] for r in rows], [r["equation"] for r in rows])
+        assert torch.allclose(states[layer], own, atol=1e-5)

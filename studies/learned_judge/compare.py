@@ -1,0 +1,196 @@
+"""Which learned judge to use: fitted on the training-fold readings, compared on the validation readings, beside
+today's rule (mwpgen/judge.py). Test readings are scored only with `--test CHOICE`, once, after the choice.
+
+    bash scripts/run.sh python -m studies.learned_judge.compare --evaluator models/mwp2eq/arithmetic/fold0 \
+        --cache .cache/learned_judge --out studies/learned_judge/comparison
+
+Candidates (mwpgen/learned_judge.py): for each backbone (the fold's evaluator; the pre-trained LM) and each
+`--layers`, a probe (logistic regression on the hidden state after that many decoder layers, each `--l2`); with
+`--finetune N`, the best probe's top N layers and head trained on the readings, one run per `--seeds`. The rule
+needs the evaluator's greedy parse of each validation problem. The learning curve refits the best probe on 25 / 50 /
+100 % of the training readings' problems (seeded; the candidates of one problem stay together).
+
+Writes <out>/comparison.json and <out>/comparison.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from mwpgen import learned_judge as lj
+from studies.learned_judge import labels as readings
+
+ROOT = Path(__file__).resolve().parents[2]
+FRACTIONS = (0.25, 0.5, 1.0)
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def scores(p: list[float], y: list[int]) -> dict:
+    return {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, 0.5), 4)}
+
+
+def hidden_by_layer(folder: str, layers: list[int], rows: list[dict], cache: Path | None, name: str) -> dict:
+    """{layer: [N, D]} hidden states of `rows` under the backbone in `folder` (one pass up to the deepest layer)."""
+    path = cache / f"{name}.pt" if cache else None
+    if path and path.exists():
+        saved = torch.load(path, weights_only=True)
+        if saved["n"] == len(rows) and all(layer in saved["states"] for layer in layers):
+            return saved["states"]
+    judge = lj.LearnedJudge.from_lm(folder, max(layers))
+    blocks = lj.decoder_layers(judge.backbone)
+    # The judge truncated at a layer reads that layer's output through the final norm: so do these states.
+    norm = judge.backbone.norm
+    captured: dict[int, list[torch.Tensor]] = {}
+    hooks = [blocks[layer - 1].register_forward_hook(
+        lambda _m, _i, out, layer=layer: captured.setdefault(layer, []).append(
+            (out[0] if isinstance(out, tuple) else out)[:, -1].float())) for layer in layers]
+    states = {layer: torch.zeros(len(rows), judge.backbone.config.hidden_size) for layer in layers}
+    start = time.perf_counter()
+    with torch.no_grad():
+        for idx, ids, mask in judge.batches(judge.encode([r["problem"] for r in rows],
+                                                         [r["equation"] for r in rows]), 32):
+            captured.clear()
+            judge.backbone(input_ids=ids, attention_mask=mask)
+            for layer in layers:
+                states[layer][idx] = norm(captured[layer][0]).float()
+    for h in hooks:
+        h.remove()
+    print(f"{name}: {len(rows)} problems embedded in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"n": len(rows), "states": states}, path)
+    return states
+
+
+def probe(x_fit: torch.Tensor, y_fit: list[int], x_score: torch.Tensor, l2: float) -> list[float]:
+    w, mean, std = lj.logistic_regression(x_fit, torch.tensor(y_fit), l2)
+    z = torch.cat([(x_score.double() - mean) / std, torch.ones(len(x_score), 1, dtype=torch.float64)], 1)
+    return torch.sigmoid(z @ w).tolist()
+
+
+def rule_verdicts(evaluator: str, rows: list[dict]) -> list[float]:
+    from mwpgen.judge import judged
+    from mwpgen.lm.decoding import predict_equations
+    from mwpgen.lm.loading import load_trained
+
+    model, tokenizer = load_trained(Path(evaluator), "cpu")
+    parses = predict_equations(model, tokenizer, [r["problem"] for r in rows], batch_size=32)
+    return [float(judged(p, r["equation"], r["problem"])) for p, r in zip(parses, rows)]
+
+
+def group_subset(rows: list[dict], fraction: float, seed: int) -> list[int]:
+    groups = sorted({r["group"] for r in rows})
+    random.Random(seed).shuffle(groups)
+    kept = set(groups[:max(1, round(fraction * len(groups)))])
+    return [i for i, r in enumerate(rows) if r["group"] in kept]
+
+
+def run(args: argparse.Namespace) -> dict:
+    train, valid = readings.labelled("train"), readings.labelled("validation")
+    y_train, y_valid = [r["label"] for r in train], [r["label"] for r in valid]
+    result = {"cpu": cpu_name(), "threads": torch.get_num_threads(),
+              "train": {"n": len(train), "right": sum(y_train), "problems": len({r["group"] for r in train})},
+              "validation": {"n": len(valid), "right": sum(y_valid), "problems": len({r["group"] for r in valid})},
+              "candidates": {}}
+    if args.evaluator:
+        start = time.perf_counter()
+        rule = rule_verdicts(args.evaluator, valid)
+        accepted = lj.precision_recall(rule, y_valid, 0.5)
+        result["candidates"]["rule (parse = E, surface checks)"] = {
+            "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4),
+            "seconds": round(time.perf_counter() - start)}
+    backbones = {"evaluator": args.evaluator, "pretrained": args.pretrained}
+    best = (-1.0, None)
+    for name, folder in backbones.items():
+        if not folder:
+            continue
+        h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")
+        h_valid = hidden_by_layer(folder, args.layers, valid, args.cache, f"{name}_validation")
+        for layer in args.layers:
+            for l2 in args.l2:
+                p = probe(h_train[layer], y_train, h_valid[layer], l2)
+                key = f"probe {name} layer {layer} l2 {l2:g}"
+                result["candidates"][key] = scores(p, y_valid)
+                if result["candidates"][key]["auc"] > best[0]:
+                    best = (result["candidates"][key]["auc"], (name, folder, layer, l2))
+    if best[1] is None:
+        return result
+    name, folder, layer, l2 = best[1]
+    result["best_probe"] = {"backbone": name, "layer": layer, "l2": l2}
+    h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")[layer]
+    h_valid = hidden_by_layer(folder, args.layers, valid, args.cache, f"{name}_validation")[layer]
+    curve = {}
+    for fraction in FRACTIONS:
+        runs = []
+        for seed in args.seeds:
+            idx = group_subset(train, fraction, seed)
+            runs.append(scores(probe(h_train[idx], [y_train[i] for i in idx], h_valid, l2), y_valid) | {"n": len(idx)})
+        curve[f"{fraction:g}"] = runs
+    result["learning_curve"] = curve
+    for seed in args.seeds if args.finetune else []:
+        start = time.perf_counter()
+        judge = lj.LearnedJudge.from_lm(folder, layer)
+        lj.fit_head(judge, h_train, y_train, l2)
+        lj.finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train], y_train,
+                    layers=args.finetune, epochs=args.epochs, lr=args.lr, seed=seed,
+                    autocast=torch.bfloat16 if args.bf16 else None)
+        p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
+        result["candidates"][f"finetune {name} layer {layer} top {args.finetune} seed {seed}"] = (
+            scores(p, y_valid) | {"seconds": round(time.perf_counter() - start)})
+    return result
+
+
+def markdown(result: dict) -> str:
+    lines = [f"Fitted on {result['train']['n']} training-fold readings ({result['train']['right']} right, "
+             f"{result['train']['problems']} problems); scored on {result['validation']['n']} validation readings "
+             f"({result['validation']['right']} right, {result['validation']['problems']} problems). CPU: "
+             f"{result['cpu']}, {result['threads']} threads.", "",
+             "| candidate | AUC | precision at recall 0.5 | precision | recall |", "|---|---:|---:|---:|---:|"]
+    for key, c in result["candidates"].items():
+        lines.append(f"| {key} | {c.get('auc', '')} | {c.get('precision_at_recall_0.5', '')} | "
+                     f"{c.get('precision', '')} | {c.get('recall', '')} |")
+    if "learning_curve" in result:
+        lines += ["", "Learning curve (best probe, by share of the training problems; one row per seed):", "",
+                  "| share | readings | AUC | precision at recall 0.5 |", "|---:|---:|---:|---:|"]
+        for fraction, runs in result["learning_curve"].items():
+            lines += [f"| {fraction} | {r['n']} | {r['auc']} | {r['precision_at_recall_0.5']} |" for r in runs]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--evaluator", help="the fold's evaluator folder (a backbone, and the rule's parser)")
+    ap.add_argument("--pretrained", help="a pre-trained LM folder as a second backbone")
+    ap.add_argument("--layers", type=int, nargs="+", default=[6, 9, 12, 15, 18])
+    ap.add_argument("--l2", type=float, nargs="+", default=[10.0, 100.0, 1000.0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--finetune", type=int, default=0, help="fine-tune the best probe's top N layers (0: no)")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast while fine-tuning")
+    ap.add_argument("--cache", type=Path, help="hidden states kept here between runs")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    result = run(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "comparison.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    (args.out / "comparison.md").write_text(markdown(result), encoding="utf-8")
+    print(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
