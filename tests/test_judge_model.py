@@ -73,3 +73,15 @@ def test_the_studys_states_of_every_layer_are_the_judges_own(backbone):
         judge = lj.LearnedJudge.from_lm(backbone, layer=layer)
         own = judge.hidden([r["problem"] for r in rows], [r["equation"] for r in rows])
         assert torch.allclose(states[layer], own, atol=1e-5)
+
+
+def test_the_states_cache_embeds_only_new_rows(backbone, tmp_path, monkeypatch):
+    from studies.learned_judge import compare
+
+    rows = [{"problem": p, "equation": "x = num1 + num2"} for p in RIGHT + WRONG]
+    first = compare.hidden_by_layer(str(backbone), [1, 2], rows[:5], tmp_path, "c")
+    embedded = []
+    real = compare._embed
+    monkeypatch.setattr(compare, "_embed", lambda f, l, r, n: embedded.append(len(r)) or real(f, l, r, n))
+    again = compare.hidden_by_layer(str(backbone), [1, 2], rows, tmp_path, "c")
+    assert embedded == [3] and torch.allclose(again[2][:5], first[2])

@@ -44,35 +44,48 @@ def scores(p: list[float], y: list[int]) -> dict:
 
 
 def hidden_by_layer(folder: str, layers: list[int], rows: list[dict], cache: Path | None, name: str) -> dict:
-    """{layer: [N, D]} hidden states of `rows` under the backbone in `folder` (one pass up to the deepest layer)."""
+    """{layer: [N, D]} hidden states of `rows` under the backbone in `folder` (one pass up to the deepest layer).
+    With a cache, states already computed for an (equation, problem) are reused and only new rows are embedded."""
+    keys = [(r["equation"], r["problem"]) for r in rows]
     path = cache / f"{name}.pt" if cache else None
+    known: dict = {}
     if path and path.exists():
-        saved = torch.load(path, weights_only=True)
-        if saved["n"] == len(rows) and all(layer in saved["states"] for layer in layers):
-            return saved["states"]
+        saved = torch.load(path, weights_only=False)
+        if saved["layers"] == list(layers):
+            known = saved["states"]
+    todo = [i for i, k in enumerate(keys) if k not in known]
+    if todo:
+        fresh = _embed(folder, layers, [rows[i] for i in todo], name)
+        for j, i in enumerate(todo):
+            known[keys[i]] = fresh[:, j].clone()
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save({"layers": list(layers), "states": known}, path)
+    stacked = torch.stack([known[k] for k in keys], 1) if keys else torch.zeros(len(layers), 0, 1)
+    return {layer: stacked[n] for n, layer in enumerate(layers)}
+
+
+def _embed(folder: str, layers: list[int], rows: list[dict], name: str) -> torch.Tensor:
+    """[len(layers), N, D] states of `rows` after each of `layers`, read through the final norm."""
     judge = lj.LearnedJudge.from_lm(folder, max(layers))
     blocks = lj.decoder_layers(judge.backbone)
     # The judge truncated at a layer reads that layer's output through the final norm: so do these states.
     norm = judge.backbone.norm
-    captured: dict[int, list[torch.Tensor]] = {}
+    captured: dict[int, torch.Tensor] = {}
     hooks = [blocks[layer - 1].register_forward_hook(
-        lambda _m, _i, out, layer=layer: captured.setdefault(layer, []).append(
-            (out[0] if isinstance(out, tuple) else out)[:, -1].float())) for layer in layers]
-    states = {layer: torch.zeros(len(rows), judge.backbone.config.hidden_size) for layer in layers}
+        lambda _m, _i, out, layer=layer: captured.__setitem__(
+            layer, (out[0] if isinstance(out, tuple) else out)[:, -1])) for layer in layers]
+    states = torch.zeros(len(layers), len(rows), judge.backbone.config.hidden_size)
     start = time.perf_counter()
     with torch.no_grad():
         for idx, ids, mask in judge.batches(judge.encode([r["problem"] for r in rows],
                                                          [r["equation"] for r in rows]), 32):
-            captured.clear()
             judge.backbone(input_ids=ids, attention_mask=mask)
-            for layer in layers:
-                states[layer][idx] = norm(captured[layer][0]).float()
+            for n, layer in enumerate(layers):
+                states[n, idx] = norm(captured[layer]).float()
     for h in hooks:
         h.remove()
     print(f"{name}: {len(rows)} problems embedded in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"n": len(rows), "states": states}, path)
     return states
 
 
