@@ -105,6 +105,28 @@ def rule_verdicts(evaluator: str, rows: list[dict]) -> list[float]:
     return [float(judged(p, r["equation"], r["problem"])) for p, r in zip(parses, rows)]
 
 
+def stored_rule_verdicts() -> dict[tuple[str, str], bool]:
+    """Today's judge (mwpgen/judge.py: the evaluator's parse is E and the surface checks pass) on validation
+    readings, as the studies that drew them recorded it with the committed evaluator: studies/verify_pools
+    (`evaluator_judged`) and studies/judge_choice (`features.jsonl`: exact parse and the checks)."""
+    import json as _json
+
+    from studies.reading import blind_reading
+
+    out: dict[tuple[str, str], bool] = {}
+    pools = ROOT / "studies" / "verify_pools" / "reading"
+    problems = {p["uid"]: (p["equation"], p["problem"]) for p in blind_reading.rows(pools / "problems.csv")}
+    for r in blind_reading.rows(pools / "key.csv"):
+        out.setdefault(problems[r["uid"]], r["evaluator_judged"] == "True")
+    judge = ROOT / "data" / "labels" / "judge"
+    problems = {p["uid"]: (p["equation"], p["problem"]) for p in blind_reading.rows(judge / "problems.csv")}
+    for line in (ROOT / "studies" / "judge_choice" / "features.jsonl").read_text().splitlines():
+        f = _json.loads(line)
+        out.setdefault(problems[f["uid"]], f["exact"] and f["numbers_once"] and not f["extra_numbers"]
+                       and f["question"] and f["operation_words"])
+    return out
+
+
 def group_subset(rows: list[dict], fraction: float, seed: int) -> list[int]:
     groups = sorted({r["group"] for r in rows})
     random.Random(seed).shuffle(groups)
@@ -119,13 +141,17 @@ def run(args: argparse.Namespace) -> dict:
               "train": {"n": len(train), "right": sum(y_train), "problems": len({r["group"] for r in train})},
               "validation": {"n": len(valid), "right": sum(y_valid), "problems": len({r["group"] for r in valid})},
               "candidates": {}}
+    stored = stored_rule_verdicts()
+    ruled = [(float(stored[(r["equation"], r["problem"])]), r["label"]) for r in valid
+             if (r["equation"], r["problem"]) in stored]
+    accepted = lj.precision_recall([v for v, _ in ruled], [y for _, y in ruled], 0.5)
+    result["candidates"]["today's judge (the rule, as recorded)"] = {
+        "n": len(ruled), "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4)}
     if args.evaluator:
-        start = time.perf_counter()
         rule = rule_verdicts(args.evaluator, valid)
         accepted = lj.precision_recall(rule, y_valid, 0.5)
-        result["candidates"]["rule (parse = E, surface checks)"] = {
-            "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4),
-            "seconds": round(time.perf_counter() - start)}
+        result["candidates"]["today's judge with this evaluator"] = {
+            "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4)}
     backbones = {"evaluator": args.evaluator, "pretrained": args.pretrained}
     best = (-1.0, None)
     for name, folder in backbones.items():
@@ -167,6 +193,46 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
+def measure_once(args: argparse.Namespace) -> dict:
+    """The chosen judge (`--backbone`, `--layer`, `--l2`, `--finetune` with the first of `--seeds`) fitted on the
+    training readings, its threshold chosen on validation (recall 0.5), scored on the test readings: once."""
+    train, valid, test = (readings.labelled(part) for part in ("train", "validation", "test"))
+    folder = args.evaluator if args.backbone == "evaluator" else args.pretrained
+    judge = lj.LearnedJudge.from_lm(folder, args.layer)
+    states = hidden_by_layer(folder, args.layers, train, args.cache, f"{args.backbone}_train")[args.layer]
+    lj.fit_head(judge, states, [r["label"] for r in train], args.l2)
+    if args.finetune:
+        lj.finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train],
+                    [r["label"] for r in train], layers=args.finetune, epochs=args.epochs, lr=args.lr,
+                    seed=args.seeds[0], autocast=torch.bfloat16 if args.bf16 else None)
+    out = {"cpu": cpu_name(), "judge": {"backbone": args.backbone, "layer": args.layer, "l2": args.l2,
+                                        "finetune": args.finetune, "seed": args.seeds[0]}}
+    for name, rows in (("validation", valid), ("test", test)):
+        p = judge.probabilities([r["problem"] for r in rows], [r["equation"] for r in rows])
+        y = [r["label"] for r in rows]
+        if name == "validation":
+            judge.info.threshold = lj.threshold_at_recall(p, y, 0.5)
+        at = lj.precision_recall(p, y, judge.info.threshold)
+        out[name] = scores(p, y) | {"n": len(rows), "right": sum(y), "threshold": round(judge.info.threshold, 4),
+                                    "precision": round(at["precision"], 4), "recall": round(at["recall"], 4)}
+        if name == "test":
+            stored = stored_rule_verdicts()
+            both = [(q, float(stored[(r["equation"], r["problem"])]), r["label"]) for q, r in zip(p, rows)
+                    if (r["equation"], r["problem"]) in stored]
+            rule = lj.precision_recall([v for _, v, _ in both], [y for _, _, y in both], 0.5)
+            mine = lj.precision_recall([q for q, _, _ in both], [y for _, _, y in both], judge.info.threshold)
+            out[name]["where_the_rule_was_recorded"] = {
+                "n": len(both), "right": sum(y for _, _, y in both),
+                "rule": {"precision": round(rule["precision"], 4), "recall": round(rule["recall"], 4)},
+                "learned": {"precision": round(mine["precision"], 4), "recall": round(mine["recall"], 4)},
+                **scores([q for q, _, _ in both], [y for _, _, y in both])}
+            out[name]["by_source"] = {
+                src: scores([q for q, r in zip(p, rows) if r["source"] == src],
+                            [r["label"] for r in rows if r["source"] == src])
+                | {"n": sum(r["source"] == src for r in rows)} for src in sorted({r["source"] for r in rows})}
+    return out
+
+
 def markdown(result: dict) -> str:
     lines = [f"Fitted on {result['train']['n']} training-fold readings ({result['train']['right']} right, "
              f"{result['train']['problems']} problems); scored on {result['validation']['n']} validation readings "
@@ -197,7 +263,17 @@ def main(argv=None) -> None:
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast while fine-tuning")
     ap.add_argument("--cache", type=Path, help="hidden states kept here between runs")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--test", action="store_true",
+                    help="measure the judge named by --backbone/--layer/--l2/--finetune on the test readings, once")
+    ap.add_argument("--backbone", choices=("evaluator", "pretrained"), default="pretrained")
+    ap.add_argument("--layer", type=int, default=12)
     args = ap.parse_args(argv)
+    if args.test:
+        result = measure_once(args)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "test.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(result, indent=1))
+        return
     result = run(args)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "comparison.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
