@@ -85,3 +85,10 @@ def test_the_states_cache_embeds_only_new_rows(backbone, tmp_path, monkeypatch):
     monkeypatch.setattr(compare, "_embed", lambda f, l, r, n: embedded.append(len(r)) or real(f, l, r, n))
     again = compare.hidden_by_layer(str(backbone), [1, 2], rows, tmp_path, "c")
     assert embedded == [3] and torch.allclose(again[2][:5], first[2])
+
+
+def test_calibration_error_is_zero_when_p_is_the_share_right_and_large_when_not():
+    from studies.learned_judge.compare import calibration_error
+
+    assert calibration_error([0.25] * 4, [1, 0, 0, 0]) == pytest.approx(0.0)
+    assert calibration_error([0.95] * 4, [0, 0, 0, 0]) == pytest.approx(0.95)

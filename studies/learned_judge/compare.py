@@ -39,8 +39,19 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def calibration_error(p: list[float], y: list[int], bins: int = 10) -> float:
+    """Expected calibration error: |mean p - share right| per equal-width bin of p, weighted by the bin's size."""
+    total = 0.0
+    for b in range(bins):
+        idx = [i for i, q in enumerate(p) if b / bins <= q < (b + 1) / bins or (b == bins - 1 and q == 1.0)]
+        if idx:
+            total += abs(sum(p[i] for i in idx) / len(idx) - sum(y[i] for i in idx) / len(idx)) * len(idx)
+    return total / max(len(p), 1)
+
+
 def scores(p: list[float], y: list[int]) -> dict:
-    return {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, 0.5), 4)}
+    return {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, 0.5), 4),
+            "calibration_error": round(calibration_error(p, y), 4)}
 
 
 def hidden_by_layer(folder: str, layers: list[int], rows: list[dict], cache: Path | None, name: str) -> dict:
@@ -238,10 +249,11 @@ def markdown(result: dict) -> str:
              f"{result['train']['problems']} problems); scored on {result['validation']['n']} validation readings "
              f"({result['validation']['right']} right, {result['validation']['problems']} problems). CPU: "
              f"{result['cpu']}, {result['threads']} threads.", "",
-             "| candidate | AUC | precision at recall 0.5 | precision | recall |", "|---|---:|---:|---:|---:|"]
+             "| candidate | AUC | precision at recall 0.5 | calibration error | precision | recall |",
+             "|---|---:|---:|---:|---:|---:|"]
     for key, c in result["candidates"].items():
         lines.append(f"| {key} | {c.get('auc', '')} | {c.get('precision_at_recall_0.5', '')} | "
-                     f"{c.get('precision', '')} | {c.get('recall', '')} |")
+                     f"{c.get('calibration_error', '')} | {c.get('precision', '')} | {c.get('recall', '')} |")
     if "learning_curve" in result:
         lines += ["", "Learning curve (best probe, by share of the training problems; one row per seed):", "",
                   "| share | readings | AUC | precision at recall 0.5 |", "|---:|---:|---:|---:|"]

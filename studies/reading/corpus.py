@@ -234,14 +234,29 @@ def _labels(path: Path) -> dict[str, int]:
     return labels
 
 
+def cohen_kappa(a: list[int], b: list[int]) -> float:
+    """Agreement of two readings beyond what their label rates give by chance."""
+    if not a:
+        return float("nan")
+    observed = sum(x == y for x, y in zip(a, b)) / len(a)
+    pa, pb = sum(a) / len(a), sum(b) / len(b)
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    return (observed - chance) / (1 - chance) if chance < 1 else 1.0
+
+
 def score(out: Path) -> dict:
     """Agreement on the overlap and the share read right by shape, model and source (first reading)."""
     first: dict[str, int] = {}
     for path in sorted((out / "labels").glob("batch_*.csv")):
         first |= _labels(path)
-    second = _labels(out / "labels" / "overlap.csv") if (out / "labels" / "overlap.csv").exists() else {}
-    both = [u for u in second if u in first]
-    agree = sum(first[u] == second[u] for u in both)
+    overlaps = {}
+    for path in sorted((out / "labels").glob("overlap*.csv")):  # overlap.csv, overlap_2.csv, ...: second readings
+        second = _labels(path)
+        both = [u for u in second if u in first]
+        overlaps[path.stem] = {"read_twice": len(both), "agree": sum(first[u] == second[u] for u in both),
+                               "kappa": round(cohen_kappa([first[u] for u in both], [second[u] for u in both]), 3)}
+    both_all = sum(o["read_twice"] for o in overlaps.values())
+    agree = sum(o["agree"] for o in overlaps.values())
     key = [r for r in blind_reading.rows(out / "key.csv") if r["uid"] in first]
     groups: dict[str, dict[str, list[int]]] = collections.defaultdict(lambda: collections.defaultdict(list))
     seen: set[tuple[str, str]] = set()
@@ -250,8 +265,8 @@ def score(out: Path) -> dict:
             if (r["uid"], by + r[by]) not in seen:  # a text two sources share counts once per group
                 seen.add((r["uid"], by + r[by]))
                 groups[by][r[by]].append(first[r["uid"]])
-    result = {"read": len(first), "right": sum(first.values()), "overlap_read_twice": len(both),
-              "overlap_agree": agree,
+    result = {"read": len(first), "right": sum(first.values()), "overlap_read_twice": both_all,
+              "overlap_agree": agree, "overlaps": overlaps,
               "by": {by: {k: {"n": len(v), "right": sum(v)} for k, v in sorted(g.items())} for by, g in groups.items()}}
     (out / "reading.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
