@@ -191,14 +191,22 @@ def run(args: argparse.Namespace) -> dict:
             runs.append(scores(probe(h_train[idx], [y_train[i] for i in idx], h_valid, l2), y_valid) | {"n": len(idx)})
         curve[f"{fraction:g}"] = runs
     result["learning_curve"] = curve
-    for seed in args.seeds if args.finetune else []:
+    if args.finetune_layer:  # fine-tune from another layer than the best probe's (a cheaper backbone)
+        layer = args.finetune_layer
+        h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")[layer]
+    for seed in args.finetune_seeds if args.finetune else []:
         start = time.perf_counter()
         judge = lj.LearnedJudge.from_lm(folder, layer)
         lj.fit_head(judge, h_train, y_train, l2)
         lj.finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train], y_train,
                     layers=args.finetune, epochs=args.epochs, lr=args.lr, seed=seed,
-                    autocast=torch.bfloat16 if args.bf16 else None)
+                    autocast=torch.bfloat16 if args.bf16 else None,
+                    log=lambda e, step, loss: step % 50 == 0 and print(f"epoch {e} step {step} loss {loss:.4f} "
+                                                                    f"{time.perf_counter() - start:.0f} s",
+                                                                    file=sys.stderr, flush=True))
         p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
+        if args.save:
+            judge.save(args.save / f"seed{seed}")
         result["candidates"][f"finetune {name} layer {layer} top {args.finetune} seed {seed}"] = (
             scores(p, y_valid) | {"seconds": round(time.perf_counter() - start)})
     return result
@@ -270,10 +278,13 @@ def main(argv=None) -> None:
     ap.add_argument("--l2", type=float, nargs="+", default=[10.0, 100.0, 1000.0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--finetune", type=int, default=0, help="fine-tune the best probe's top N layers (0: no)")
+    ap.add_argument("--finetune-layer", type=int, help="the layer to fine-tune from (default: the best probe's)")
+    ap.add_argument("--finetune-seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--lr", type=float, default=2e-5)
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast while fine-tuning")
     ap.add_argument("--cache", type=Path, help="hidden states kept here between runs")
+    ap.add_argument("--save", type=Path, help="fine-tuned judges saved here (<save>/seed<k>)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--test", action="store_true",
                     help="measure the judge named by --backbone/--layer/--l2/--finetune on the test readings, once")
