@@ -216,7 +216,7 @@ def finetune(judge: LearnedJudge, problems: Sequence[str], equations: Sequence[s
             optimizer.step()
             step += 1
             if log is not None:
-                log(epoch, step, float(loss))
+                log(epoch, step, float(loss.detach()))
     judge.eval()
     judge.info.trained_layers = layers
     return judge

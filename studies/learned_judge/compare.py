@@ -49,9 +49,15 @@ def calibration_error(p: list[float], y: list[int], bins: int = 10) -> float:
     return total / max(len(p), 1)
 
 
+RULE_RECALL: list[float] = []  # today's judge's recall on the validation readings, once measured
+
+
 def scores(p: list[float], y: list[int]) -> dict:
-    return {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, 0.5), 4),
-            "calibration_error": round(calibration_error(p, y), 4)}
+    out = {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, 0.5), 4),
+           "calibration_error": round(calibration_error(p, y), 4)}
+    if RULE_RECALL:  # the comparison that decides adoption: precision where the rule stands
+        out["precision_at_rule_recall"] = round(lj.precision_at_recall(p, y, RULE_RECALL[0]), 4)
+    return out
 
 
 def hidden_by_layer(folder: str, layers: list[int], rows: list[dict], cache: Path | None, name: str) -> dict:
@@ -138,6 +144,38 @@ def stored_rule_verdicts() -> dict[tuple[str, str], bool]:
     return out
 
 
+def surface_features(rows: list[dict]) -> torch.Tensor:
+    """What a reader checks before solving (mwpgen/judge.py's surface checks), as numbers: no parser needed."""
+    from mwpgen.judge import surface_checks
+
+    out = []
+    for r in rows:
+        c = surface_checks(r["equation"], r["problem"])
+        out.append([float(c["numbers_once"]), float(c["extra_numbers"] > 0), float(c["question"]),
+                    float(c["operation_words"])])
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def out_of_fold(x: torch.Tensor, y: list[int], groups: list[str], l2: float, folds: int = 5) -> list[float]:
+    """Each training reading's probe probability from a probe fitted on the other folds' problems (a stacked
+    model must not learn from probabilities the probe fitted on the very same readings)."""
+    names = sorted(set(groups))
+    random.Random(2021).shuffle(names)
+    fold_of = {g: k % folds for k, g in enumerate(names)}
+    p = [0.0] * len(y)
+    for k in range(folds):
+        held = [i for i, g in enumerate(groups) if fold_of[g] == k]
+        kept = [i for i, g in enumerate(groups) if fold_of[g] != k]
+        for i, q in zip(held, probe(x[kept], [y[i] for i in kept], x[held], l2)):
+            p[i] = q
+    return p
+
+
+def logit(p: list[float]) -> torch.Tensor:
+    q = torch.tensor(p, dtype=torch.float64).clamp(1e-6, 1 - 1e-6)
+    return (q / (1 - q)).log()[:, None]
+
+
 def group_subset(rows: list[dict], fraction: float, seed: int) -> list[int]:
     groups = sorted({r["group"] for r in rows})
     random.Random(seed).shuffle(groups)
@@ -158,6 +196,7 @@ def run(args: argparse.Namespace) -> dict:
     accepted = lj.precision_recall([v for v, _ in ruled], [y for _, y in ruled], 0.5)
     result["candidates"]["today's judge (the rule, as recorded)"] = {
         "n": len(ruled), "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4)}
+    RULE_RECALL[:] = [accepted["recall"]]
     if args.evaluator:
         rule = rule_verdicts(args.evaluator, valid)
         accepted = lj.precision_recall(rule, y_valid, 0.5)
@@ -191,9 +230,20 @@ def run(args: argparse.Namespace) -> dict:
             runs.append(scores(probe(h_train[idx], [y_train[i] for i in idx], h_valid, l2), y_valid) | {"n": len(idx)})
         curve[f"{fraction:g}"] = runs
     result["learning_curve"] = curve
+    # The probe's p stacked with the surface checks (a logistic regression over both, fitted on training readings).
+    oof = out_of_fold(h_train, y_train, [r["group"] for r in train], l2)
+    stacked_train = torch.cat([logit(oof), surface_features(train)], 1)
+    stacked_valid = torch.cat([logit(probe(h_train, y_train, h_valid, l2)), surface_features(valid)], 1)
+    key = f"probe {name} layer {layer} l2 {l2:g} + surface checks"
+    result["candidates"][key] = scores(probe(stacked_train, y_train, stacked_valid, 1.0), y_valid)
     if args.finetune_layer:  # fine-tune from another layer than the best probe's (a cheaper backbone)
         layer = args.finetune_layer
         h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")[layer]
+    for saved in args.finetuned:  # judges an earlier run fine-tuned and saved (--save), scored again here
+        judge = lj.LearnedJudge.load(saved)
+        p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
+        key = f"finetune {judge.info.backbone.rsplit('/', 1)[-1]} layer {judge.info.layer} top {judge.info.trained_layers}"
+        result["candidates"][f"{key} ({saved.name})"] = scores(p, y_valid)
     for seed in args.finetune_seeds if args.finetune else []:
         start = time.perf_counter()
         judge = lj.LearnedJudge.from_lm(folder, layer)
@@ -217,15 +267,19 @@ def measure_once(args: argparse.Namespace) -> dict:
     training readings, its threshold chosen on validation (recall 0.5), scored on the test readings: once."""
     train, valid, test = (readings.labelled(part) for part in ("train", "validation", "test"))
     folder = args.evaluator if args.backbone == "evaluator" else args.pretrained
-    judge = lj.LearnedJudge.from_lm(folder, args.layer)
-    states = hidden_by_layer(folder, args.layers, train, args.cache, f"{args.backbone}_train")[args.layer]
-    lj.fit_head(judge, states, [r["label"] for r in train], args.l2)
-    if args.finetune:
+    if args.load:  # a judge the comparison fitted and saved (--save): fitted on the training readings only
+        judge = lj.LearnedJudge.load(args.load)
+    else:
+        judge = lj.LearnedJudge.from_lm(folder, args.layer)
+        states = hidden_by_layer(folder, args.layers, train, args.cache, f"{args.backbone}_train")[args.layer]
+        lj.fit_head(judge, states, [r["label"] for r in train], args.l2)
+    if args.finetune and not args.load:
         lj.finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train],
                     [r["label"] for r in train], layers=args.finetune, epochs=args.epochs, lr=args.lr,
                     seed=args.seeds[0], autocast=torch.bfloat16 if args.bf16 else None)
     out = {"cpu": cpu_name(), "judge": {"backbone": args.backbone, "layer": args.layer, "l2": args.l2,
-                                        "finetune": args.finetune, "seed": args.seeds[0]}}
+                                        "finetune": args.finetune, "seed": args.seeds[0],
+                                        "loaded": str(args.load) if args.load else None}}
     for name, rows in (("validation", valid), ("test", test)):
         p = judge.probabilities([r["problem"] for r in rows], [r["equation"] for r in rows])
         y = [r["label"] for r in rows]
@@ -257,11 +311,12 @@ def markdown(result: dict) -> str:
              f"{result['train']['problems']} problems); scored on {result['validation']['n']} validation readings "
              f"({result['validation']['right']} right, {result['validation']['problems']} problems). CPU: "
              f"{result['cpu']}, {result['threads']} threads.", "",
-             "| candidate | AUC | precision at recall 0.5 | calibration error | precision | recall |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| candidate | AUC | precision at recall 0.5 | precision at the rule's recall | calibration error | "
+             "precision | recall |", "|---|---:|---:|---:|---:|---:|---:|"]
     for key, c in result["candidates"].items():
         lines.append(f"| {key} | {c.get('auc', '')} | {c.get('precision_at_recall_0.5', '')} | "
-                     f"{c.get('calibration_error', '')} | {c.get('precision', '')} | {c.get('recall', '')} |")
+                     f"{c.get('precision_at_rule_recall', '')} | {c.get('calibration_error', '')} | "
+                     f"{c.get('precision', '')} | {c.get('recall', '')} |")
     if "learning_curve" in result:
         lines += ["", "Learning curve (best probe, by share of the training problems; one row per seed):", "",
                   "| share | readings | AUC | precision at recall 0.5 |", "|---:|---:|---:|---:|"]
@@ -285,11 +340,14 @@ def main(argv=None) -> None:
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast while fine-tuning")
     ap.add_argument("--cache", type=Path, help="hidden states kept here between runs")
     ap.add_argument("--save", type=Path, help="fine-tuned judges saved here (<save>/seed<k>)")
+    ap.add_argument("--finetuned", type=Path, nargs="*", default=[],
+                    help="judges saved by an earlier --save: scored on validation beside the probes")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--test", action="store_true",
                     help="measure the judge named by --backbone/--layer/--l2/--finetune on the test readings, once")
     ap.add_argument("--backbone", choices=("evaluator", "pretrained"), default="pretrained")
     ap.add_argument("--layer", type=int, default=12)
+    ap.add_argument("--load", type=Path, help="with --test: a judge saved by --save instead of fitting one")
     args = ap.parse_args(argv)
     if args.test:
         result = measure_once(args)
