@@ -272,12 +272,12 @@ def measure_once(args: argparse.Namespace) -> dict:
     else:
         judge = lj.LearnedJudge.from_lm(folder, args.layer)
         states = hidden_by_layer(folder, args.layers, train, args.cache, f"{args.backbone}_train")[args.layer]
-        lj.fit_head(judge, states, [r["label"] for r in train], args.l2)
+        lj.fit_head(judge, states, [r["label"] for r in train], args.l2[0])
     if args.finetune and not args.load:
         lj.finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train],
                     [r["label"] for r in train], layers=args.finetune, epochs=args.epochs, lr=args.lr,
                     seed=args.seeds[0], autocast=torch.bfloat16 if args.bf16 else None)
-    out = {"cpu": cpu_name(), "judge": {"backbone": args.backbone, "layer": args.layer, "l2": args.l2,
+    out = {"cpu": cpu_name(), "judge": {"backbone": args.backbone, "layer": args.layer, "l2": args.l2[0],
                                         "finetune": args.finetune, "seed": args.seeds[0],
                                         "loaded": str(args.load) if args.load else None}}
     for name, rows in (("validation", valid), ("test", test)):
