@@ -271,8 +271,8 @@ def fit_head(judge: LearnedJudge, states: torch.Tensor, labels: Sequence[int], l
 def finetune(judge: LearnedJudge, problems: Sequence[str], equations: Sequence[str], labels: Sequence[int], *,
              layers: int, epochs: int, lr: float, batch_size: int = 16, seed: int = 0,
              autocast: torch.dtype | None = None, log=None) -> LearnedJudge:
-    """Train the top `layers` decoder layers and the head on the readings (binary cross-entropy, the rarer class
-    weighted up to balance), starting from the fitted head. The layers below stay frozen."""
+    """Train the top `layers` decoder layers and the head on the readings (binary cross-entropy, unweighted so that p
+    stays a probability), starting from the fitted head. The layers below stay frozen."""
     blocks = decoder_layers(judge.backbone)
     for p in judge.backbone.parameters():
         p.requires_grad_(False)
@@ -285,8 +285,6 @@ def finetune(judge: LearnedJudge, problems: Sequence[str], equations: Sequence[s
     optimizer = torch.optim.AdamW([{"params": trainable, "lr": lr}, {"params": judge.head.parameters(), "lr": lr * 10}],
                                   weight_decay=0.01)
     y = torch.tensor(list(labels), dtype=torch.float32)
-    positive = float(y.sum())
-    pos_weight = torch.tensor((len(y) - positive) / max(positive, 1.0))
     encoded = judge.encode(problems, equations)
     rng = random.Random(seed)
     torch.manual_seed(seed)
@@ -301,8 +299,7 @@ def finetune(judge: LearnedJudge, problems: Sequence[str], equations: Sequence[s
             with torch.autocast(judge.device.type, dtype=autocast, enabled=autocast is not None):
                 states = judge.states(ids, mask)
             target = y[[idx[k] for k in rows]].to(judge.device)  # batches() put the rows in length order
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(judge.logits(states), target,
-                                                                        pos_weight=pos_weight.to(judge.device))
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(judge.logits(states), target)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()

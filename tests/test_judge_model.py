@@ -93,3 +93,33 @@ def test_ranking_metrics():
     t = lj.threshold_at_recall(scores, labels, 0.5)
     assert t == 0.9 and lj.precision_recall(scores, labels, t) == {"threshold": 0.9, "precision": 1.0,
                                                                     "recall": 0.5, "accepted": 1}
+
+
+def test_the_studys_states_of_every_layer_are_the_judges_own(backbone):
+    from studies.learned_judge.compare import hidden_by_layer
+
+    rows = [{"problem": p, "equation": "x = num1 + num2"} for p in RIGHT + WRONG]
+    states = hidden_by_layer(str(backbone), [1, 2], rows, None, "tiny")
+    for layer in (1, 2):
+        judge = lj.LearnedJudge.from_lm(backbone, layer=layer)
+        own = judge.hidden([r["problem"] for r in rows], [r["equation"] for r in rows])
+        assert torch.allclose(states[layer], own, atol=1e-5)
+
+
+def test_the_states_cache_embeds_only_new_rows(backbone, tmp_path, monkeypatch):
+    from studies.learned_judge import compare
+
+    rows = [{"problem": p, "equation": "x = num1 + num2"} for p in RIGHT + WRONG]
+    first = compare.hidden_by_layer(str(backbone), [1, 2], rows[:5], tmp_path, "c")
+    embedded = []
+    real = compare._embed
+    monkeypatch.setattr(compare, "_embed", lambda f, l, r, n: embedded.append(len(r)) or real(f, l, r, n))
+    again = compare.hidden_by_layer(str(backbone), [1, 2], rows, tmp_path, "c")
+    assert embedded == [3] and torch.allclose(again[2][:5], first[2])
+
+
+def test_calibration_error_is_zero_when_p_is_the_share_right_and_large_when_not():
+    from studies.learned_judge.compare import calibration_error
+
+    assert calibration_error([0.25] * 4, [1, 0, 0, 0]) == pytest.approx(0.0)
+    assert calibration_error([0.95] * 4, [0, 0, 0, 0]) == pytest.approx(0.95)

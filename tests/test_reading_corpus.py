@@ -106,3 +106,18 @@ def test_draw_with_gpt_pre_writes_only_training_equations(tmp_path):
     assert _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train.csv") == rows
     more = _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train_from5.csv")
     assert more and not {r["id"] for r in more} & {r["id"] for r in rows}
+
+
+def test_ours_batched_greedy_texts_are_each_requests_own(tmp_path):
+    from mwpgen.generate.request import Request
+    from mwpgen.generate.service import Service
+    from tests.test_generate_cli import RECORDS, make_tiny_bundle
+
+    service = Service.load(make_tiny_bundle(tmp_path / "ours"), device="cpu")
+    requests = [Request(equation=e, context=k, given=e, decoding="greedy", max_new_tokens=8) for e, _, k in RECORDS]
+    alone = [service.samples(r, service.prompt(r))[0] for r in requests]
+    batched = corpus.ours_texts(service, [service.prompt(r) for r in requests], {"decoding": "greedy"}, 1, 0, 8)
+    assert batched == alone
+    sampled = corpus.ours_texts(service, [service.prompt(r) for r in requests],
+                                {"decoding": "top_p", "temperature": 1.0, "top_p": 0.9}, 3, 0, 8)
+    assert len(sampled) == 9

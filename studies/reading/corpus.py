@@ -81,14 +81,29 @@ def _sources(args: argparse.Namespace) -> list[tuple[str, dict]]:
         (f"T={t:g}", dict(decoding="top_p", temperature=t, top_p=args.top_p)) for t in args.temperature]
 
 
+def ours_texts(service, prompts: list, decoding: dict, copies: int, seed: int, max_new_tokens: int) -> list[str]:
+    """`copies` decoded texts per prompt embedding [P_i, D] (all prompts' copies in one left-padded batch, prompt
+    after prompt), cut at the first newline as the service cuts them."""
+    import torch
+
+    from mwpgen.lm.decoding import _generation_config  # noqa: PLC2701 - the project's own helper
+    from mwpgen.ours.inputs import pad_rows
+
+    config = _generation_config(service.tokenizer, decoding["decoding"], 1, decoding.get("top_p", 1.0),
+                                decoding.get("temperature", 1.0), max_new_tokens)
+    config.num_return_sequences = copies
+    embeds, mask = pad_rows(prompts, left=True)
+    torch.manual_seed(seed)
+    ids = service.generator.generate(inputs_embeds=embeds, attention_mask=mask, generation_config=config)
+    return [t.split("\n", 1)[0].strip() for t in service.tokenizer.batch_decode(ids, skip_special_tokens=True)]
+
+
 def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     import torch
-    from transformers import GenerationConfig
 
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
-    from mwpgen.ours.inputs import pad_rows
     from mwpgen.runtime import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
@@ -107,18 +122,10 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
             # The prompts as `mwpgen generate` builds them, left-padded into one batch of `--batch` equations.
             prompts = [service.prompt(Request(equation=records[i]["equation"], context=tuple(contexts[i]),
                                               given=records[i]["equation"])) for i in chunk]
-            embeds, mask = pad_rows(prompts, left=True)
             for source, decoding in _sources(args):
                 copies = 1 if source == "greedy" else args.k
-                config = GenerationConfig(
-                    max_new_tokens=args.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=tokenizer.eos_token_id, num_return_sequences=copies,
-                    do_sample=source != "greedy", top_k=0,
-                    **({} if source == "greedy" else dict(top_p=decoding["top_p"],
-                                                          temperature=decoding["temperature"])))
-                torch.manual_seed(args.seed + args.skip + first)
-                ids = generator.generate(inputs_embeds=embeds, attention_mask=mask, generation_config=config)
-                texts = [t.split("\n", 1)[0].strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+                texts = ours_texts(service, prompts, decoding, copies, args.seed + args.skip + first,
+                                   args.max_new_tokens)
                 for j, i in enumerate(chunk):
                     out += _candidates(args, records[i], " ".join(contexts[i]), source,
                                        texts[j * copies:(j + 1) * copies])
@@ -227,14 +234,29 @@ def _labels(path: Path) -> dict[str, int]:
     return labels
 
 
+def cohen_kappa(a: list[int], b: list[int]) -> float:
+    """Agreement of two readings beyond what their label rates give by chance."""
+    if not a:
+        return float("nan")
+    observed = sum(x == y for x, y in zip(a, b)) / len(a)
+    pa, pb = sum(a) / len(a), sum(b) / len(b)
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    return (observed - chance) / (1 - chance) if chance < 1 else 1.0
+
+
 def score(out: Path) -> dict:
     """Agreement on the overlap and the share read right by shape, model and source (first reading)."""
     first: dict[str, int] = {}
     for path in sorted((out / "labels").glob("batch_*.csv")):
         first |= _labels(path)
-    second = _labels(out / "labels" / "overlap.csv") if (out / "labels" / "overlap.csv").exists() else {}
-    both = [u for u in second if u in first]
-    agree = sum(first[u] == second[u] for u in both)
+    overlaps = {}
+    for path in sorted((out / "labels").glob("overlap*.csv")):  # overlap.csv, overlap_2.csv, ...: second readings
+        second = _labels(path)
+        both = [u for u in second if u in first]
+        overlaps[path.stem] = {"read_twice": len(both), "agree": sum(first[u] == second[u] for u in both),
+                               "kappa": round(cohen_kappa([first[u] for u in both], [second[u] for u in both]), 3)}
+    both_all = sum(o["read_twice"] for o in overlaps.values())
+    agree = sum(o["agree"] for o in overlaps.values())
     key = [r for r in blind_reading.rows(out / "key.csv") if r["uid"] in first]
     groups: dict[str, dict[str, list[int]]] = collections.defaultdict(lambda: collections.defaultdict(list))
     seen: set[tuple[str, str]] = set()
@@ -243,8 +265,8 @@ def score(out: Path) -> dict:
             if (r["uid"], by + r[by]) not in seen:  # a text two sources share counts once per group
                 seen.add((r["uid"], by + r[by]))
                 groups[by][r[by]].append(first[r["uid"]])
-    result = {"read": len(first), "right": sum(first.values()), "overlap_read_twice": len(both),
-              "overlap_agree": agree,
+    result = {"read": len(first), "right": sum(first.values()), "overlap_read_twice": both_all,
+              "overlap_agree": agree, "overlaps": overlaps,
               "by": {by: {k: {"n": len(v), "right": sum(v)} for k, v in sorted(g.items())} for by, g in groups.items()}}
     (out / "reading.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
