@@ -40,9 +40,11 @@ def test_committed_readings_no_text_in_two_parts_and_train_only_from_the_corpus(
     assert {r["source"] for r in committed["train"]} == {"data/labels/corpus"}
     assert {r["source"] for r in committed["validation"]} == {"data/labels/judge", "data/labels/verify_pools"}
     assert all(r["label"] in (0, 1) and r["group"] and r["part"] == p for p, rows in committed.items() for r in rows)
-    # data/labels/judge/README.md: 356 dev problems (71 right) and 300 test problems (44 right)
+    # data/labels/judge/README.md: 356 dev problems (71 right) and 300 test problems (44 right); one dev text ("There
+    # are num1 birds on the fence . num2 of them fly away ...", read right) was also written for a training equation
+    # of the corpus, so it is kept in train, the earlier part
     judge = {p: [r["label"] for r in rows if r["source"] == "data/labels/judge"] for p, rows in committed.items()}
-    assert (len(judge["validation"]), sum(judge["validation"])) == (356, 71)
+    assert (len(judge["validation"]), sum(judge["validation"])) == (356 - 1, 71 - 1)
     assert (len(judge["test"]), sum(judge["test"])) == (300, 44)
 
 
