@@ -76,13 +76,18 @@ def verify_judge(root: Path = ROOT) -> list[dict]:
 
 
 def labelled(part: str, root: Path = ROOT) -> list[dict]:
-    """The part's readings, each distinct (equation, problem) once."""
+    """The part's readings, each distinct (equation, problem) once. A text read in two parts (a generic problem
+    written for a training and a validation equation alike) stays in the earliest of train, validation, test only:
+    nothing a judge is fitted on is chosen or measured on."""
     if part not in PARTS:
         raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
+    rows = corpus(root) + judge_labels(root) + verify_pools(root) + read_models(root) + verify_judge(root)
+    earlier = {(r["equation"], r["problem"]) for r in rows if PARTS.index(r["part"]) < PARTS.index(part)}
     seen: set[tuple[str, str]] = set()
     out = []
-    for r in corpus(root) + judge_labels(root) + verify_pools(root) + read_models(root) + verify_judge(root):
-        if r["part"] == part and (r["equation"], r["problem"]) not in seen:
-            seen.add((r["equation"], r["problem"]))
+    for r in rows:
+        text = (r["equation"], r["problem"])
+        if r["part"] == part and text not in seen and text not in earlier:
+            seen.add(text)
             out.append(r)
     return out
