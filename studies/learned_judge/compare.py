@@ -218,6 +218,15 @@ def run(args: argparse.Namespace) -> dict:
                     best = (result["candidates"][key]["auc"], (name, folder, layer, l2))
     if best[1] is None:
         return result
+    for name, folder in backbones.items():  # every probed layer at once: what the layers know together
+        if folder and len(args.layers) > 1:
+            h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")
+            h_valid = hidden_by_layer(folder, args.layers, valid, args.cache, f"{name}_validation")
+            x_train = torch.cat([h_train[layer] for layer in args.layers], 1)
+            x_valid = torch.cat([h_valid[layer] for layer in args.layers], 1)
+            for l2 in args.l2:
+                key = f"probe {name} layers {'+'.join(map(str, args.layers))} l2 {l2:g}"
+                result["candidates"][key] = scores(probe(x_train, y_train, x_valid, l2), y_valid)
     name, folder, layer, l2 = best[1]
     result["best_probe"] = {"backbone": name, "layer": layer, "l2": l2}
     h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")[layer]
