@@ -36,6 +36,7 @@ import torch
 from mwpgen.data.equations import equivalent, is_num_token
 from mwpgen.evaluation.metrics import equation_symbols
 from mwpgen.judge import equation_logprobs, surface_checks
+from mwpgen.learned_judge import logistic_regression
 from mwpgen.lm.decoding import _generation_config, _left_pad
 from mwpgen.lm.prompts import LMExample, encode_prompt, mwp2eq_prompt
 
@@ -138,28 +139,6 @@ class JudgeModel:
     @classmethod
     def from_dict(cls, d: dict) -> "JudgeModel":
         return cls(**{**d, "use": tuple(d["use"])})
-
-
-def logistic_regression(x: torch.Tensor, y: torch.Tensor, l2: float, *, steps: int,
-                        tolerance: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """L2-penalised logistic regression on standardised x [N, F] by Newton steps (at most `steps`, until no weight
-    moves by `tolerance`): (weights with the bias last, mean, std). The bias is not shrunk."""
-    x = x.double()
-    mean, std = x.mean(0), x.std(0).clamp(min=1e-6)
-    z = torch.cat([(x - mean) / std, torch.ones(len(x), 1, dtype=torch.float64)], 1)
-    y = y.double()
-    w = torch.zeros(z.shape[1], dtype=torch.float64)
-    penalty = torch.full((z.shape[1],), float(l2), dtype=torch.float64)
-    penalty[-1] = 0.0
-    for _ in range(steps):
-        p = torch.sigmoid(z @ w)
-        grad = z.T @ (p - y) + penalty * w
-        hess = z.T @ (z * (p * (1 - p)).unsqueeze(1)) + torch.diag(penalty)
-        step = torch.linalg.solve(hess, grad)
-        w = w - step
-        if float(step.abs().max()) < tolerance:
-            break
-    return w, mean, std
 
 
 def fit(feats: Sequence[Features], labels: Sequence[int], use: Sequence[str] = FEATURE_NAMES,

@@ -23,6 +23,7 @@ from pathlib import Path
 from mwpgen.io import read_jsonl, write_json, write_jsonl
 from studies.judge_choice import candidates as judge
 from studies.reading import judge_labels
+from mwpgen.learned_judge import auc, precision_at_recall
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,26 +106,6 @@ def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Pa
         have[r["uid"]] |= judge.surface_checks(r["equation"], r["problem"])
     write_jsonl(cache, [have[r["uid"]] for r in rows])
     return _features(have, rows)
-
-
-def auc(scores, labels) -> float:
-    """P(a consistent problem scores above an inconsistent one), ties half."""
-    pos = [s for s, y in zip(scores, labels) if y]
-    neg = [s for s, y in zip(scores, labels) if not y]
-    if not pos or not neg:
-        return float("nan")
-    return sum((p > n) + 0.5 * (p == n) for p in pos for n in neg) / (len(pos) * len(neg))
-
-
-def precision_at_recall(scores, labels, recall: float = 0.5) -> float:
-    """The precision of the highest-scoring problems that hold `recall` of the consistent ones."""
-    ranked = sorted(zip(scores, labels), key=lambda t: -t[0])
-    need, tp = recall * sum(labels), 0
-    for k, (_, y) in enumerate(ranked, start=1):
-        tp += y
-        if tp >= need:
-            return tp / k
-    return float("nan")
 
 
 def cross_validated(use, feats, labels) -> tuple[list[bool], list[float]]:
