@@ -27,6 +27,7 @@ import torch
 
 from mwpgen import learned_judge as lj
 from studies.learned_judge import labels as readings
+from studies.learned_judge import probe as probing
 
 ROOT = Path(__file__).resolve().parents[2]
 FRACTIONS = (0.25, 0.5, 1.0)
@@ -107,9 +108,7 @@ def _embed(folder: str, layers: list[int], rows: list[dict], name: str) -> torch
 
 
 def probe(x_fit: torch.Tensor, y_fit: list[int], x_score: torch.Tensor, l2: float) -> list[float]:
-    w, mean, std = lj.logistic_regression(x_fit, torch.tensor(y_fit), l2)
-    z = torch.cat([(x_score.double() - mean) / std, torch.ones(len(x_score), 1, dtype=torch.float64)], 1)
-    return torch.sigmoid(z @ w).tolist()
+    return probing.probability(probing.fit(x_fit, torch.tensor(y_fit), l2), x_score).tolist()
 
 
 def rule_verdicts(evaluator: str, rows: list[dict]) -> list[float]:
@@ -126,8 +125,6 @@ def stored_rule_verdicts() -> dict[tuple[str, str], bool]:
     """Today's judge (mwpgen/judge.py: the evaluator's parse is E and the surface checks pass) on validation
     readings, as the studies that drew them recorded it with the committed evaluator: studies/verify_pools
     (`evaluator_judged`) and studies/judge_choice (`features.jsonl`: exact parse and the checks)."""
-    import json as _json
-
     from studies.reading import blind_reading
 
     out: dict[tuple[str, str], bool] = {}
@@ -138,7 +135,7 @@ def stored_rule_verdicts() -> dict[tuple[str, str], bool]:
     judge = ROOT / "data" / "labels" / "judge"
     problems = {p["uid"]: (p["equation"], p["problem"]) for p in blind_reading.rows(judge / "problems.csv")}
     for line in (ROOT / "studies" / "judge_choice" / "features.jsonl").read_text().splitlines():
-        f = _json.loads(line)
+        f = json.loads(line)
         out.setdefault(problems[f["uid"]], f["exact"] and f["numbers_once"] and not f["extra_numbers"]
                        and f["question"] and f["operation_words"])
     return out
@@ -154,21 +151,6 @@ def surface_features(rows: list[dict]) -> torch.Tensor:
         out.append([float(c["numbers_once"]), float(c["extra_numbers"] > 0), float(c["question"]),
                     float(c["operation_words"])])
     return torch.tensor(out, dtype=torch.float64)
-
-
-def out_of_fold(x: torch.Tensor, y: list[int], groups: list[str], l2: float, folds: int = 5) -> list[float]:
-    """Each training reading's probe probability from a probe fitted on the other folds' problems (a stacked
-    model must not learn from probabilities the probe fitted on the very same readings)."""
-    names = sorted(set(groups))
-    random.Random(2021).shuffle(names)
-    fold_of = {g: k % folds for k, g in enumerate(names)}
-    p = [0.0] * len(y)
-    for k in range(folds):
-        held = [i for i, g in enumerate(groups) if fold_of[g] == k]
-        kept = [i for i, g in enumerate(groups) if fold_of[g] != k]
-        for i, q in zip(held, probe(x[kept], [y[i] for i in kept], x[held], l2)):
-            p[i] = q
-    return p
 
 
 def logit(p: list[float]) -> torch.Tensor:
@@ -202,13 +184,15 @@ def run(args: argparse.Namespace) -> dict:
         accepted = lj.precision_recall(rule, y_valid, 0.5)
         result["candidates"]["today's judge with this evaluator"] = {
             "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4)}
-    backbones = {"evaluator": args.evaluator, "pretrained": args.pretrained}
+    backbones = {name: folder for name, folder in (("evaluator", args.evaluator), ("pretrained", args.pretrained))
+                 if folder}
+    # (train, validation) hidden states of every probed layer, read once per backbone
+    states = {name: (hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train"),
+                     hidden_by_layer(folder, args.layers, valid, args.cache, f"{name}_validation"))
+              for name, folder in backbones.items()}
     best = (-1.0, None)
     for name, folder in backbones.items():
-        if not folder:
-            continue
-        h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")
-        h_valid = hidden_by_layer(folder, args.layers, valid, args.cache, f"{name}_validation")
+        h_train, h_valid = states[name]
         for layer in args.layers:
             for l2 in args.l2:
                 p = probe(h_train[layer], y_train, h_valid[layer], l2)
@@ -218,10 +202,9 @@ def run(args: argparse.Namespace) -> dict:
                     best = (result["candidates"][key]["auc"], (name, folder, layer, l2))
     if best[1] is None:
         return result
-    for name, folder in backbones.items():  # every probed layer at once: what the layers know together
-        if folder and len(args.layers) > 1:
-            h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")
-            h_valid = hidden_by_layer(folder, args.layers, valid, args.cache, f"{name}_validation")
+    for name in backbones:  # every probed layer at once: what the layers know together
+        if len(args.layers) > 1:
+            h_train, h_valid = states[name]
             x_train = torch.cat([h_train[layer] for layer in args.layers], 1)
             x_valid = torch.cat([h_valid[layer] for layer in args.layers], 1)
             for l2 in args.l2:
@@ -229,8 +212,7 @@ def run(args: argparse.Namespace) -> dict:
                 result["candidates"][key] = scores(probe(x_train, y_train, x_valid, l2), y_valid)
     name, folder, layer, l2 = best[1]
     result["best_probe"] = {"backbone": name, "layer": layer, "l2": l2}
-    h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")[layer]
-    h_valid = hidden_by_layer(folder, args.layers, valid, args.cache, f"{name}_validation")[layer]
+    h_train, h_valid = states[name][0][layer], states[name][1][layer]
     curve = {}
     for fraction in FRACTIONS:
         runs = []
@@ -240,14 +222,16 @@ def run(args: argparse.Namespace) -> dict:
         curve[f"{fraction:g}"] = runs
     result["learning_curve"] = curve
     # The probe's p stacked with the surface checks (a logistic regression over both, fitted on training readings).
-    oof = out_of_fold(h_train, y_train, [r["group"] for r in train], l2)
+    # each training reading's probe p from a probe fitted on the other folds' problems: a stacked model must not
+    # learn from probabilities the probe fitted on the very same readings
+    oof = probing.cross_validate(h_train, torch.tensor(y_train), [r["group"] for r in train], l2)
     stacked_train = torch.cat([logit(oof), surface_features(train)], 1)
     stacked_valid = torch.cat([logit(probe(h_train, y_train, h_valid, l2)), surface_features(valid)], 1)
     key = f"probe {name} layer {layer} l2 {l2:g} + surface checks"
     result["candidates"][key] = scores(probe(stacked_train, y_train, stacked_valid, 1.0), y_valid)
     if args.finetune_layer:  # fine-tune from another layer than the best probe's (a cheaper backbone)
         layer = args.finetune_layer
-        h_train = hidden_by_layer(folder, args.layers, train, args.cache, f"{name}_train")[layer]
+        h_train = states[name][0][layer]
     for saved in args.finetuned:  # judges an earlier run fine-tuned and saved (--save), scored again here
         judge = lj.LearnedJudge.load(saved)
         p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
