@@ -26,12 +26,7 @@ from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, score_generations
 from mwpgen.io import read_generations, write_json, write_jsonl
-from mwpgen.judge import judge_predictions
-from mwpgen.learned_judge import has_judge
-from mwpgen.learned_judge import judge_predictions as learned_predictions
 from mwpgen.seq2seq.not_run import read_not_run
-from tasks.judge import judge_probabilities
-from tasks.parse import predict_equations
 from tracking.runs import fold_run
 
 
@@ -50,6 +45,13 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
         write_jsonl(pred_path, [])
         write_json(out, {"model": model, "dataset": dataset, "fold": fold, "n": 0, "not_run": reason})
         return {"not_run": reason}
+    # Here, not at the top: the parse and the judge import torch (~1 s), which a not-run row does without.
+    from mwpgen.judge import judge_predictions
+    from mwpgen.learned_judge import has_judge
+    from mwpgen.learned_judge import judge_predictions as learned_predictions
+    from tasks.judge import judge_probabilities
+    from tasks.parse import predict_equations
+
     with fold_run(model, dataset, fold, "evaluate") as run:
         # The METEOR JVM starts first: it loads its tables (~5 s) on the other core while the evaluator parses.
         with TextScorer(params.evaluate.meteor_timeout_s, params.evaluate.max_hypothesis_chars) as scorer:

@@ -18,17 +18,17 @@ from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
-from mwpgen.lm.prompts import generator_prompt
-from mwpgen.ours.bundle import bundle_settings
-from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
 from mwpgen.seq2seq.not_run import read_not_run
-from tasks.generate import generate_lm, generate_ours, generate_seq2seq
 from tracking.runs import fold_run
 
 
 def _generate_ours(params: Params, paths: FoldPaths, test) -> tuple[list[str], list[list[str]]]:
     """ours: the selector chooses each test problem's context (or, for Table 4's keyword rows, heuristic ones)."""
+    from mwpgen.ours.bundle import bundle_settings  # these import torch (~1 s): only where a model decodes
+    from mwpgen.ours.inputs import JointExample
+    from tasks.generate import generate_ours
+
     context = bundle_settings(paths.model_dir)["context"]
     keywords = fold_keywords(paths, context, "test") if context != "selector" else {}
     examples = [JointExample(r["equation"], r["text"], tuple(keywords.get(r["id"], ()))) for r in test]
@@ -40,11 +40,14 @@ def _generate_baseline(params: Params, spec: registry.ModelSpec, paths: FoldPath
     keywords = fold_keywords(paths, params.keywords.baseline_context, "test")
     contexts = [keywords[r["id"]] for r in test]
     equations = [r["equation"] for r in test]
+    if spec.decoder == "seq2seq" and (reason := read_not_run(paths.model_dir)):
+        # e.g. no GloVe vectors on an offline machine: an empty table, never a stand-in model
+        log.warning("%s was not trained (%s): no generations", spec.name, reason)
+        return [], contexts
+    from mwpgen.lm.prompts import generator_prompt  # these import torch (~1 s), which a not-run baseline does without
+    from tasks.generate import generate_lm, generate_seq2seq
+
     if spec.decoder == "seq2seq":
-        reason = read_not_run(paths.model_dir)
-        if reason:  # e.g. no GloVe vectors on an offline machine: an empty table, never a stand-in model
-            log.warning("%s was not trained (%s): no generations", spec.name, reason)
-            return [], contexts
         return generate_seq2seq(params, paths.model_dir, equations, contexts), contexts
     prompts = [generator_prompt(e, c) for e, c in zip(equations, contexts)]
     return generate_lm(params, paths.model_dir, prompts), contexts

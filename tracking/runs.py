@@ -16,13 +16,14 @@ import time
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import urlparse
 
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-
 from mwpgen.paths import PROJECT_ROOT
+
+if TYPE_CHECKING:  # annotations only: any mlflow import runs all of mlflow/__init__ (~1 s), left to client()
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
 
 EXPERIMENT = os.environ.get("MWPGEN_EXPERIMENT", "mwpgen")
 PARENT_ENV = "MWPGEN_PARENT_RUN_ID"
@@ -41,6 +42,8 @@ def _artifact_root(uri: str) -> str:
 
 
 def client() -> MlflowClient:
+    from mlflow.tracking import MlflowClient  # here, not at import: a stage that logs no run never loads MLflow
+
     return MlflowClient(tracking_uri())
 
 
@@ -66,6 +69,8 @@ def ui_url(base: str = "http://127.0.0.1:5000", c: MlflowClient | None = None) -
 
 
 def experiment_id(c: MlflowClient) -> str:
+    from mlflow.exceptions import MlflowException  # loaded already: `c` is a client
+
     exp = c.get_experiment_by_name(EXPERIMENT)
     if exp is not None:
         if EXPERIMENT_KIND_TAG not in exp.tags:  # made before the tag (or elsewhere); a kind chosen in the UI stays
@@ -104,6 +109,8 @@ class StageRun:
         """Log params. A stage rerun after a params.yaml change reuses its fold run (fold_run), and MLflow
         refuses to change a logged param: a value that differs from the one logged before is kept as the tag
         `param_changed.<key>` (with a warning) instead of failing the stage."""
+        from mlflow.exceptions import MlflowException  # loaded already: self.client is a client
+
         changed = []
         for key, value in _flatten("", params).items():
             try:
