@@ -31,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.machine import cpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 VARIABLES = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 SYSTEM_JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
@@ -59,10 +61,6 @@ def run_arms(cmd: list[str], arms: dict[str, dict[str, str]], rounds: int) -> di
                 raise SystemExit(f"arm {name} failed:\n{out.stderr[-2000:]}")
             results[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     return results
-
-
-def cpu_name() -> str:
-    return next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
 
 
 def plain_step(model, opt, amp, ids) -> float:

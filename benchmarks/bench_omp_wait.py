@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.bench_malloc import cpu_name, plain_step, run_arms  # the interleaved child processes, one per arm and round
+from benchmarks.bench_malloc import plain_step, run_arms  # the interleaved child processes, one per arm and round
+from benchmarks.machine import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")

@@ -203,7 +203,8 @@ def test_each_component_keeps_its_best_validation_weights_and_only_phase2_stops_
         selector_at[step] = models.selector.proj.weight.detach().clone()
         generator_at[step] = models.generator.model.layers[0].mlp.up_proj.weight.detach().clone()
 
-    out = train_joint(models, EXAMPLES[:3], schedule, seed=7, log_every=2, validation=EXAMPLES[3:],
+    # seed 1: a batch order whose tiny run turns its selector's validation loss before phase 1 ends (the scenario)
+    out = train_joint(models, EXAMPLES[:3], schedule, seed=1, log_every=2, validation=EXAMPLES[3:],
                       state_dir=tmp_path / "s", dropout=0.0, on_step=snapshot)
     s1, s2 = out["steps"]
     phase1 = [v for v in out["val"] if v["phase"] == 1]

@@ -231,8 +231,11 @@ def log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name:
 
 @contextmanager
 def _fluent_uris(uri: str) -> Iterator[None]:
-    """Model.log and registration read MLflow's process-wide URIs: point them at our store, then put them back."""
+    """Model.log and registration read MLflow's process-wide URIs: point them at our store, then put them back.
+    MLflow's setters also write MLFLOW_TRACKING_URI / MLFLOW_REGISTRY_URI into os.environ, which tracking_uri()
+    reads: those are put back as they were too, or restoring a stale fluent URI would redirect every later client."""
     before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
+    env_before = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     try:
@@ -240,6 +243,11 @@ def _fluent_uris(uri: str) -> Iterator[None]:
     finally:
         mlflow.set_tracking_uri(before[0])
         mlflow.set_registry_uri(before[1])
+        for key, value in env_before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name: str,

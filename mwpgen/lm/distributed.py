@@ -14,6 +14,8 @@ step. Three pieces make `mwpgen.lm.training.train_causal_lm` data-parallel witho
   weights give identical early-stopping and checkpoint decisions).
 
 Each epoch drops the examples of an incomplete last global batch (n mod W*b), so every rank runs the same steps.
+The batches are the plain seeded order (`length_grouped=False`): a rank's share cannot be laid out for batches that
+its own examples' lengths would regroup.
 """
 
 from __future__ import annotations
@@ -109,7 +111,8 @@ def train_causal_lm_distributed(
             seed=seed, device=device, checkpoint_dir=checkpoint_dir if rank == 0 else None, resume_dir=rank_dir,
             on_log=_global_log(on_log if rank == 0 else None, device),
             on_eval=_same_checkpoint(on_eval if rank == 0 else None),
-            fingerprint_extra={**(fingerprint_extra or {}), "rank": rank, "world_size": world_size}, **settings)
+            fingerprint_extra={**(fingerprint_extra or {}), "rank": rank, "world_size": world_size},
+            length_grouped=False, **settings)
         for hook in hooks:
             hook.remove()
         losses = _all_sum(result["losses"], device)

@@ -119,6 +119,7 @@ def train_causal_lm(
     fingerprint_extra: dict | None = None,
     on_step: Callable[[int], None] | None = None,
     val_score: Callable[[torch.nn.Module, Any], float] | None = None,
+    length_grouped: bool = True,
 ) -> dict[str, Any]:
     """Fine-tune `model` on `examples` (a list, or `epoch -> list` for fresh keyword dropout per
     epoch). One optimizer step = `grad_accum` micro-batches of `batch_size`.
@@ -129,7 +130,8 @@ def train_causal_lm(
     evaluations without improvement stop the run (0: never). `resume_dir`: resumable state every `save_every`
     steps (see the module doc). `on_step(step)` is called after each step and its checkpoint (tests raise from it
     to simulate a kill). `val_score(model, tokenizer)`: the checkpoint criterion in place of the loss (module doc);
-    its value is in each record as "val_score".
+    its value is in each record as "val_score". `length_grouped`: batches of similar lengths (`seeded_batches`:
+    less padding computed); False: the plain seeded order (what the data-parallel sharding reproduces).
 
     Returns {"losses": per-step losses, "log": on_log records, "val": on_eval records, "steps", "tokens",
     "wall_time_s", "checkpoint_dir", "best_step", "best_val_loss", "best_val_score", "stopped_early", "resumed_from",
@@ -153,7 +155,7 @@ def train_causal_lm(
     settings = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "max_length": max_length, "seed": seed,
                 "grad_accum": grad_accum, "max_grad_norm": max_grad_norm, "total_steps": total_steps,
                 "eval_every": eval_every, "patience": patience, "precision": str(amp_dtype), "device": device.type,
-                "checkpoint_by": "score" if val_score is not None else "loss"}
+                "checkpoint_by": "score" if val_score is not None else "loss", "length_grouped": length_grouped}
     checkpoints = Checkpoints(resume_dir, run_fingerprint(settings, get_examples(0), validation, model,
                                                           fingerprint_extra), save_every)
     stopping = EarlyStopping({"model": model}, patience)
@@ -203,7 +205,8 @@ def train_causal_lm(
         if epoch not in epoch_data:
             encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
             epoch_data.clear()
-            epoch_data[epoch] = encoded, seeded_batches(len(encoded), batch_size, seed, epoch)
+            lengths = [len(e["input_ids"]) for e in encoded] if length_grouped else None
+            epoch_data[epoch] = encoded, seeded_batches(len(encoded), batch_size, seed, epoch, lengths)
         encoded, micro_batches = epoch_data[epoch]
         group = micro_batches[position * grad_accum : (position + 1) * grad_accum]
         step_loss = 0.0

@@ -94,7 +94,7 @@ def train_joint(
     get = examples if callable(examples) else (lambda _p, _e: examples)
     n = len(get(1, 0))
     s1, s2 = phase_steps(cfg, n)
-    fingerprint = run_fingerprint(cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout})
+    fingerprint = run_fingerprint(cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout, "batching": "length_grouped"})
     checkpoints = Checkpoints(state_dir, fingerprint, cfg.save_every)
     torch.manual_seed(seed)
     random.seed(seed)
@@ -141,10 +141,12 @@ def train_joint(
         epoch, index = divmod(step - 1 - start, per_epoch)
         if (phase, epoch) not in epoch_data:
             epoch_data.clear()
-            orders = [seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch + 100_003 * p)
+            encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in get(phase, epoch)]
+            # Length-grouped by the generator row's varying part (the context slot has a fixed width).
+            lengths = [len(e.prefix) + len(e.problem.ids) for e in encoded]
+            orders = [seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch + 100_003 * p, lengths)
                       for p in range(max(1, mwp2eq_passes) if phase == 1 else 1)]
-            epoch_data[(phase, epoch)] = ([encode_joint(models.tokenizer, ex, cfg.max_problem_tokens)
-                                           for ex in get(phase, epoch)], orders)
+            epoch_data[(phase, epoch)] = (encoded, orders)
         encoded, orders = epoch_data[(phase, epoch)]
         batch = [encoded[i] for i in orders[0][index]]
         t_step = time.perf_counter()
