@@ -21,7 +21,8 @@ DATA = PROJECT_ROOT / "data"
 
 
 def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
-               models: tuple[str, ...] = (), variants: tuple[str, ...] = ()) -> argparse.Namespace:
+               models: tuple[str, ...] = (), variants: tuple[str, ...] = (),
+               methods: tuple[str, ...] = ()) -> argparse.Namespace:
     cli = argparse.ArgumentParser(description=description)
     cli.add_argument("--params", default="params.yaml", help="parameters file (validated before any work)")
     if models:
@@ -29,6 +30,8 @@ def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
     if variants:
         cli.add_argument("--variant", required=True, choices=variants,
                          help="a Table 4 ablation variant (mwpgen/ours/ablation.py)")
+    if methods:
+        cli.add_argument("--method", required=True, choices=methods, help="how ours is tuned on readings (mwpgen/tuning.py)")
     if dataset:
         cli.add_argument("--dataset", required=True, choices=DATASETS)
     if fold:

@@ -54,7 +54,12 @@ ABLATION_VARIANTS = ("eq_softmax", "eq_gumbel", "tfidf", "noun", "selector", "no
 ABLATIONS: tuple[ModelSpec, ...] = tuple(ModelSpec(f"ours-{v}", "ours", f"ours-{v}", None, variant=v)
                                          for v in ABLATION_VARIANTS)
 
-MODELS: dict[str, ModelSpec] = {m.name: m for m in (*GENERATORS, EVALUATOR, *ABLATIONS)}
+# ours tuned on blind readings (mwpgen/tuning.py; stage `tune`), each generated and scored as model "ours-<method>".
+TUNING_METHODS = ("rft", "dpo")
+TUNED: tuple[ModelSpec, ...] = tuple(ModelSpec(f"ours-{m}", "ours", f"ours + {m.upper()} on readings", None)
+                                     for m in TUNING_METHODS)
+
+MODELS: dict[str, ModelSpec] = {m.name: m for m in (*GENERATORS, EVALUATOR, *ABLATIONS, *TUNED)}
 
 
 def spec(name: str) -> ModelSpec:
@@ -77,6 +82,13 @@ def ablation_model(variant: str) -> str:
     return f"ours-{variant}"
 
 
+def tuned_model(method: str) -> str:
+    """The model name of ours tuned by `method`: "ours-<method>"."""
+    if method not in TUNING_METHODS:
+        raise ValueError(f"unknown tuning method {method!r}; known: {', '.join(TUNING_METHODS)}")
+    return f"ours-{method}"
+
+
 def max_train(params, name: str, dataset: str) -> int:
     """How many training problems model `name` trains on (0 = the whole training fold): its own cap in
     `train.<section>.max_train` where it has one, else the dataset's (`experiment.subsample`), else
@@ -87,5 +99,6 @@ def max_train(params, name: str, dataset: str) -> int:
 
 
 def generator_names() -> tuple[str, ...]:
-    """Every model the generate and evaluate stages accept: Table 2's generators and ours' ablation variants."""
-    return tuple(m.name for m in (*GENERATORS, *ABLATIONS))
+    """Every model the generate and evaluate stages accept: Table 2's generators, ours' ablation variants and ours
+    tuned on readings."""
+    return tuple(m.name for m in (*GENERATORS, *ABLATIONS, *TUNED))

@@ -97,14 +97,15 @@ def _rendered_outputs(stage: dict, item: dict) -> list[str]:
 
 
 def test_per_fold_outputs_are_the_paths_of_mwpgen_paths():
-    item = {"model": "gpt_pre", "dataset": "arithmetic", "fold": 3, "variant": "tfidf"}
+    item = {"model": "gpt_pre", "dataset": "arithmetic", "fold": 3, "variant": "tfidf", "method": "dpo"}
     for name, stage in STAGES.items():
         if "matrix" not in stage:
             continue
         cmd = re.sub(r"\$\{item\.(\w+)\}", lambda m: str(item[m.group(1)]), stage["cmd"])
         model = re.search(r"--model (\S+)", cmd)
-        # --model names the model; train_ours trains "ours", ablate "ours-<variant>", keywords none
-        models = [model.group(1)] if model else ["ours-tfidf"] if "--variant" in cmd else [None, "ours"]
+        # --model names the model; train_ours trains "ours", ablate "ours-<variant>", tune "ours-<method>", keywords none
+        models = ([model.group(1)] if model else ["ours-tfidf"] if "--variant" in cmd else ["ours-dpo"]
+                  if "--method" in cmd else [None, "ours"])
         allowed = set()
         for m in models:
             paths = FoldPaths(ROOT, m, item["dataset"], item["fold"])

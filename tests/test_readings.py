@@ -129,3 +129,17 @@ def test_a_bad_label_or_a_missing_file_is_named(tmp_path):
     shutil.rmtree(root / "data/labels/corpus/labels")
     with pytest.raises(FileNotFoundError, match=r"corpus: no label file \(labels/batch_\*.csv\)"):
         R.files(root, ("corpus",))
+
+
+def test_the_corpus_candidates_that_tune_are_its_training_readings_with_their_context():
+    """corpus_candidates (what stage tune reads) joins every read corpus problem to the candidate it was, context
+    included, with the label readings() gives that text."""
+    from mwpgen.data.readings import corpus_candidates, readings
+
+    root = Path(__file__).resolve().parents[1]
+    rows = corpus_candidates(root)
+    train = {(r["equation"], r["problem"]): r["label"] for r in readings(root, ("corpus",))["train"]}
+    assert rows and all(r["context"].strip() for r in rows)
+    assert {(r["equation"], r["generated"]) for r in rows} == set(train)
+    disagree = [r for r in rows if train[(r["equation"], r["generated"])] != r["label"]]
+    assert len(disagree) <= len(rows) // 100  # a text read twice apart (two samples alike) may carry either label

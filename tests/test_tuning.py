@@ -67,3 +67,58 @@ def test_rft_steps_lower_the_loss_of_the_right_candidates(tmp_path):
     losses = [tuning.tune_step(model, tok, optimizer, method="rft", batch=batch, width=4,
                                max_problem_tokens=40)["loss"] for _ in range(6)]
     assert losses[-1] < losses[0]
+
+
+def test_tune_generator_runs_seeded_epochs_within_max_steps_and_logs(tmp_path):
+    model, tok = _generator(tmp_path)
+    pairs = tuning.preference_pairs(READINGS, per_group=5, seed=1)
+    logged = []
+    out = tuning.tune_generator(model, tok, "dpo", pairs, epochs=3, max_steps=5, batch_size=1, lr=1e-2, beta=0.1,
+                                seed=0, width=4, max_problem_tokens=40, log_every=2, on_log=logged.append)
+    assert out["steps"] == 5 and [h["step"] for h in out["history"]] == [1, 2, 3, 4, 5]
+    assert [h["epoch"] for h in out["history"]] == [0, 0, 1, 1, 2]  # 2 pairs: 2 steps an epoch
+    assert [r["step"] for r in logged] == [2, 4] and "margin" in logged[0]
+    assert not model.training  # handed back for generation
+
+
+def test_tune_generator_refuses_no_data(tmp_path):
+    model, tok = _generator(tmp_path)
+    import pytest
+
+    with pytest.raises(ValueError, match="no rft data"):
+        tuning.tune_generator(model, tok, "rft", [], epochs=1, max_steps=0, batch_size=2, lr=1e-3, beta=0.1,
+                              seed=0, width=4, max_problem_tokens=40)
+
+
+def test_unique_candidates_keep_one_reading_per_text():
+    doubled = READINGS + [dict(READINGS[0])]
+    assert tuning.unique_candidates(doubled) == READINGS
+
+
+def test_the_tune_task_saves_a_bundle_that_loads_as_ours_does(tmp_path):
+    """tasks/tune.py on a tiny ours: both methods save a bundle with the tuned generator (changed), ours' mwp2eq and
+    settings, and what it was tuned by."""
+    import pytest
+
+    from mwpgen.config.schema import validate_params
+    from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
+    from tasks.tune import tune_ours_bundle
+    from test_generate_cli import make_tiny_bundle
+
+    base = make_tiny_bundle(tmp_path / "ours")
+    params = validate_params({"train": {"device": "cpu", "mixed_precision": False},
+                              "tuning": {"epochs": 3, "max_steps": 2, "batch_size": 2, "lr": 1e-2, "pairs_per_group": 5}})
+    train = [{"equation": r["equation"], "text": r["generated"]} for r in READINGS]
+    before = load_bundle(base)[0].model.layers[0].mlp.up_proj.weight.clone()
+    for method in ("rft", "dpo"):
+        out = tmp_path / f"ours-{method}"
+        result = tune_ours_bundle.fn(params, method, base, out, READINGS, train)
+        assert result["steps"] == 2 and result["readings"] == len(READINGS)
+        settings = bundle_settings(out)
+        assert settings["tuned"]["method"] == method and settings["context_tokens"] == 24
+        generator = load_bundle(out)[0]
+        assert not torch.equal(generator.model.layers[0].mlp.up_proj.weight, before)
+        assert load_mwp2eq(out) is not None
+    assert result["pairs"] == 2
+    with pytest.raises(ValueError, match="no dpo data"):
+        tune_ours_bundle.fn(params, "dpo", base, tmp_path / "none", READINGS[3:], train)

@@ -379,6 +379,30 @@ class AblationParams(Section):
         return _fold_list(folds)
 
 
+class TuningParams(Section):
+    methods: list[Literal[registry.TUNING_METHODS]] = Field(
+        [], description="Ways to tune ours' generator on the corpus's blind readings (mwpgen/tuning.py), each run as "
+        "model `ours-<method>` (stage `tune`): rft (rejection-sampling fine-tuning on read-right candidates) and dpo "
+        "(right vs wrong pairs, ours as the frozen reference); [] = none. profiles/tuning.yaml lists both.")
+    datasets: list[Literal["arithmetic"]] = Field(
+        ["arithmetic"], min_length=1, description="Datasets tuned on: the readings were written for Arithmetic fold 0's "
+        "training equations, so only there do they stay off the test set.")
+    folds: list[Literal[0]] = Field([0], min_length=1, description="Folds tuned on: 0 only (see datasets).")
+    candidates_from: list[Literal["gpt_pre", "ours"]] = Field(
+        ["gpt_pre", "ours"], min_length=1, description="Whose read candidates tune: a right problem is right "
+        "whoever wrote it (rft); pairs join candidates of one model for one problem and context (dpo).")
+    epochs: int = Field(1, ge=1, le=100, description="Passes over the tuning data.")
+    max_steps: int = Field(0, ge=0, description="Stop after this many optimizer steps (0 = no cap).")
+    batch_size: int = Field(8, ge=1, le=512, description="Examples (rft) or pairs (dpo) per step.")
+    lr: float = Field(1e-5, gt=0, le=1, description="Adam learning rate of the generator (ours trained at 5e-5).")
+    beta: float = Field(0.1, gt=0, le=10, description="DPO's beta (Rafailov et al. 2023, Eq. 7): how far from the "
+                        "reference the policy may move.")
+    rft_mix: float = Field(1.0, ge=0, le=20, description="rft: the fold's own training problems mixed in per "
+                           "read-right candidate, so fluency holds.")
+    pairs_per_group: int = Field(4, ge=1, le=100, description="dpo: at most this many right-vs-wrong pairs per "
+                                 "problem and context (seeded draw).")
+
+
 class Params(Section):
     download: DownloadParams = DownloadParams()
     translate: TranslateParams = TranslateParams()
@@ -392,6 +416,7 @@ class Params(Section):
     evaluate: EvaluateParams = EvaluateParams()
     judge: JudgeParams = JudgeParams()
     ablation: AblationParams = AblationParams()
+    tuning: TuningParams = TuningParams()
 
     @model_validator(mode="after")
     def _consistent(self) -> "Params":
@@ -419,6 +444,12 @@ class Params(Section):
             problems.append(f"ablation.datasets x ablation.folds: {', '.join(outside)} not in experiment.datasets x "
                             "experiment.folds, whose stages make the evaluator, keywords and judge ablate reads; add "
                             "them there or run the ablation on those folds")
+        tu = self.tuning
+        untrained = [f"{d} fold {k}" for d in tu.datasets for k in tu.folds
+                     if d not in exp.datasets or k not in exp.folds] if tu.methods else []
+        if untrained:
+            problems.append(f"tuning.datasets x tuning.folds: {', '.join(untrained)} not in experiment.datasets x "
+                            "experiment.folds, whose train_ours makes the ours that tune starts from")
         if problems:
             raise ValueError("\n  ".join(problems))
         return self

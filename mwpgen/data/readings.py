@@ -173,3 +173,33 @@ def readings(root: Path, sets: tuple[str, ...] | None = None,
 def files(root: Path, sets: tuple[str, ...] | None = None) -> list[Path]:
     """Every file `readings(root, sets)` reads."""
     return [f for s in SETS if sets is None or s.name in sets for f in s.files(root)]
+
+
+def corpus_candidates(root: Path) -> list[dict]:
+    """The corpus's first readings with what each candidate was written from, for tuning a generator on them: one
+    dict per read candidate {"id", "equation", "context", "generated", "label", "model", "source", "uid"}; `context`
+    is the space-separated words its generator was given (data/labels/corpus/candidates). The corpus holds
+    training-fold equations only (`split` train): a generator tuned on it never sees a validation or test label."""
+    folder = root / LABELS / "corpus"
+    corpus = reading_set("corpus")
+    problems_path, key_path, *label_paths = corpus.files(root)
+    label = first_reading(label_paths, root)
+    candidates: dict[tuple[str, ...], dict] = {}
+    for path in sorted((folder / "candidates").glob("*.csv")):
+        for row in read_csv(path, ("split", "id", "equation", "context", "model", "source", "sample", "generated")):
+            candidates[(row["split"], row["id"], row["model"], row["source"], row["sample"])] = row
+    out = []
+    for line, k in enumerate(read_csv(key_path, ("uid", "split", "id", "model", "source", "sample")), start=2):
+        if k["uid"] not in label:
+            continue  # not read yet
+        if k["split"] != "train":
+            raise ValueError(f"{key_path}:{line}: uid {k['uid']} is a {k['split']!r} problem; the corpus that tunes "
+                             f"a generator holds training-fold equations only")
+        c = candidates.get((k["split"], k["id"], k["model"], k["source"], k["sample"]))
+        if c is None:
+            raise ValueError(f"{key_path}:{line}: uid {k['uid']} has no candidate in {folder / 'candidates'} "
+                             f"(id {k['id']}, {k['model']}, {k['source']}, sample {k['sample']})")
+        out.append({"uid": k["uid"], "id": k["id"], "equation": c["equation"], "context": c["context"],
+                    "generated": c["generated"], "label": label[k["uid"]][0], "model": k["model"],
+                    "source": k["source"]})
+    return out

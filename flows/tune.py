@@ -1,0 +1,58 @@
+"""Stage `tune`: ours' generator tuned on blind readings (mwpgen/tuning.py) — RFT on read-right candidates or DPO on
+right-vs-wrong pairs against ours as the frozen reference — then generated and scored as model `ours-<method>`.
+
+The readings are data/labels/corpus: candidates written for Arithmetic fold 0's training equations, read blind, so
+no validation or test label ever tunes. The selector and the co-trained mwp2eq are ours' own, unchanged.
+
+Both methods: python -m orchestration.pipeline --profile tuning   (profiles/tuning.yaml)
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+
+from flows.common import DATA, fold_paths, params_or_exit, record_training, run_stage, stage_args
+from flows.evaluate import evaluate
+from flows.generate import generate
+from mwpgen import registry
+from mwpgen.config.schema import Params
+from mwpgen.data.folds import load_fold
+from mwpgen.data.readings import corpus_candidates
+from mwpgen.paths import PROJECT_ROOT
+from tasks.tune import tune_ours_bundle
+from tracking.runs import fold_run
+
+
+@flow(name="tune")
+def tune(params: Params, method: str, dataset: str, fold: int) -> dict:
+    log = get_run_logger()
+    cfg, exp = params.tuning, params.experiment
+    model = registry.tuned_model(method)
+    base, paths = fold_paths("ours", dataset, fold), fold_paths(model, dataset, fold)
+    readings = [r for r in corpus_candidates(PROJECT_ROOT) if r["model"] in cfg.candidates_from]
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, "ours", dataset), exp.max_test_of(dataset),
+                     exp.seed, validation_size=exp.validation_size)
+    with fold_run(model, dataset, fold, "train") as run:
+        run.params({"method": method, "base": str(base.model_dir.relative_to(PROJECT_ROOT)), "n_readings": len(readings),
+                    **{f"tuning.{k}": v for k, v in cfg.model_dump().items()}})
+        log.info("tuning ours on %s fold %d by %s: %d readings (%d read right) of %s", dataset, fold, method,
+                 len(readings), sum(r["label"] for r in readings), ", ".join(cfg.candidates_from))
+        result = tune_ours_bundle(params, method, base.model_dir, paths.model_dir, readings, data.train,
+                                  on_log=lambda rec: run.metrics({f"tune_{k}": v for k, v in rec.items()
+                                                                  if k != "step"}, step=rec["step"]))
+        history = result["history"]
+        keys = [k for k in history[0] if k not in ("step", "epoch")]
+        metrics = {"method": method, "steps": result["steps"], "wall_s": round(result["wall_s"], 1),
+                   "n_data": result["n"], "readings": result["readings"], "device": result["device"],
+                   **{k: result[k] for k in ("right_candidates", "mixed_in", "pairs") if k in result},
+                   **{f"last10_{k}": round(sum(h[k] for h in history[-10:]) / len(history[-10:]), 4) for k in keys}}
+        lines = [",".join(["step", "epoch", *keys])] + [
+            ",".join([str(h["step"]), str(h["epoch"]), *(f"{h[k]:.6f}" for k in keys)]) for h in history]
+        record_training(run, paths, metrics, "\n".join(lines) + "\n")
+    generate(params, model, dataset, fold)
+    return {"train": metrics, "scores": evaluate(params, model, dataset, fold)}
+
+
+if __name__ == "__main__":
+    args = stage_args(__doc__, dataset=True, fold=True, methods=registry.TUNING_METHODS)
+    run_stage(tune, params_or_exit(args.params), args.method, args.dataset, args.fold)
