@@ -37,6 +37,14 @@ input-gradient backward only); plus the relaxed embedding product m'_t E_Phi (V 
 weights: an untied input embedding (a lookup) is left out, a tied one counts once (the LM head).
 Attention score FLOPs are ignored. Tokens are the non-padding tokens of each pass. The achieved
 FLOP rate is compared with a dense matmul (n x n, training dtype) measured in the same run.
+
+Limits. Each step kind's time is also given as a multiple of its memory-bound time: the bytes it must move at
+least (each trained model's weights read in forward and backward in the training dtype, and Adam's 28 bytes a
+parameter) at a memory-copy rate measured in the same run. The writer of M' (`free_running_problems`, phase 2's
+token-by-token part) is timed alone: ms per token at the batch against its limit, the slower of one decoding step's
+FLOPs at the matmul rate and its weights read once at the copy rate. Padding's share of the tokens a training epoch
+computes is benchmarks/bench_length_grouping.py's (real problems, plain and length-grouped batches). The first line
+names the CPU (model, native bf16 or not) every figure was measured on.
 """
 
 from __future__ import annotations
@@ -60,7 +68,10 @@ from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.lm.training import lm_loss
 from mwpgen.runtime import autocast_dtype
-from benchmarks.flops import matmul_params, matmul_rate
+from benchmarks.flops import matmul_params, matmul_rate, memory_rate
+from benchmarks.machine import describe
+from mwpgen.ours.consistency import free_running_problems
+from mwpgen.ours.inputs import prompt_embeddings
 from tests.tiny_model import tiny_model_dir
 
 EQUATION = "x = ( num1 - num2 ) - num3"
@@ -238,15 +249,54 @@ def main() -> None:
     mems = {name: peak_memory(fn, device) for name, fn in arms.items()}
     n_mm = 8192 if device.type == "cuda" else 1024
     peak = matmul_rate(device, amp or torch.float32, n_mm, reps=10 if device.type == "cuda" else 5)
-    print(f"dense matmul {n_mm}x{n_mm} {amp or torch.float32}: {peak / 1e9:.1f} GFLOP/s")
+    bandwidth = memory_rate(device)
+    print(f"machine: {describe()}")
+    print(f"dense matmul {n_mm}x{n_mm} {amp or torch.float32}: {peak / 1e9:.1f} GFLOP/s; "
+          f"memory copy {bandwidth / 1e9:.1f} GB/s")
+    # Memory-bound time of a training step: the weights read in forward and backward (in the autocast dtype) and
+    # Adam's traffic (fp32 param, grad, m, v read; param, m, v written: 28 bytes a parameter), per trained model.
+    weight_bytes = 2 if amp is not None else 4
+    n_all = sum(p.numel() for p in gen.parameters())
+    step_bytes = n_all * (2 * weight_bytes + 28)
+    trained_models = {"plain": 1, "phase1": 1, "phase2": 2, "phase2-feedback-gradient": 2,
+                      "phase2-teacher-forced": 2, "phase2-one-pass": 2}
     mem_kind = "peak alloc" if device.type == "cuda" else "peak RSS delta"
     base_t, base_m = statistics.median(times["plain"]), mems["plain"]
     for name in arms:
         t, m = statistics.median(times[name]), mems[name]
         rate = flops[name] / t
+        memory_bound = trained_models[name] * step_bytes / bandwidth
         print(f"{name:>21}: {t * 1e3:9.1f} ms/step (x{t / base_t:.2f})  {mem_kind} {m / 2**20:8.1f} MiB "
               f"(x{m / max(base_m, 1):.2f})  {flops[name] / 1e9:8.2f} GFLOP/step  {rate / 1e9:7.2f} GFLOP/s "
-              f"= {rate / peak:.1%} of matmul  [steps ms: {', '.join(f'{x * 1e3:.0f}' for x in times[name])}]")
+              f"= {rate / peak:.1%} of matmul, x{t / memory_bound:.1f} its memory-bound time "
+              f"[steps ms: {', '.join(f'{x * 1e3:.0f}' for x in times[name])}]")
+    writer_limits(models, examples, cfg, device, peak, bandwidth, args.steps)
+
+
+def writer_limits(models: JointModels, examples, cfg: OursTrainParams, device, peak: float, bandwidth: float,
+                  steps: int) -> None:
+    """The writer of M' alone (consistency.free_running_problems, the phase-2 step's token-by-token part, without
+    the scoring pass' backward): ms per written token at the batch, against its limit, the slower of one decoding
+    step's FLOPs at the matmul rate (2 x matmul params x batch) and its weights read once at the copy rate."""
+    gen = models.generator
+    emb = gen.get_input_embeddings()
+    encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in examples]
+    with torch.no_grad():
+        prompts = [prompt_embeddings(emb, e, cfg.context_tokens) for e in encoded]
+    n = cfg.free_run_tokens
+
+    def write():
+        free_running_problems(gen, prompts, eos_id=-1, max_tokens=n, tau=cfg.tau, relaxation=cfg.relaxation,
+                              autocast_dtype=models.amp_dtype)  # eos_id -1: every row writes all n tokens
+
+    write()
+    per_token = statistics.median(timed(write, device) for _ in range(steps)) / n
+    n_mm = matmul_params(gen)
+    weight_bytes = n_mm * (2 if models.amp_dtype is not None else 4)
+    limit = max(2 * n_mm * len(prompts) / peak, weight_bytes / bandwidth)
+    print(f"{'writer':>21}: {per_token * 1e3:9.1f} ms/token at batch {len(prompts)} ({n} tokens, scoring pass "
+          f"included) = x{per_token / limit:.1f} its limit of {limit * 1e3:.1f} ms/token "
+          f"(FLOPs {2 * n_mm * len(prompts) / peak * 1e3:.1f} ms, weights {weight_bytes / bandwidth * 1e3:.1f} ms)")
 
 
 if __name__ == "__main__":

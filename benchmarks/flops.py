@@ -1,4 +1,5 @@
-"""FLOP accounting shared by the benches: a dense-matmul reference rate and the matmul weights of a model."""
+"""FLOP and byte accounting shared by the benches: a dense-matmul reference rate, a memory-copy reference rate and
+the matmul weights of a model."""
 
 from __future__ import annotations
 
@@ -33,3 +34,19 @@ def matmul_params(model) -> int:
     n = sum(p.numel() for p in model.parameters())
     emb, out = model.get_input_embeddings().weight, model.get_output_embeddings().weight
     return n if emb is out else n - emb.numel()
+
+
+def memory_rate(device: torch.device, mib: int = 512, reps: int = 5) -> float:
+    """Bytes/s moved by the fastest of `reps` copies of a `mib` MiB buffer (read + write counted), a reference for
+    memory-bound work such as reading a model's weights once per decoding step."""
+    src = torch.empty(mib * 2**20 // 4, device=device, dtype=torch.float32).normal_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    times = []
+    for _ in range(reps):
+        sync(device)
+        t = time.perf_counter()
+        dst.copy_(src)
+        sync(device)
+        times.append(time.perf_counter() - t)
+    return 2 * src.numel() * src.element_size() / min(times)

@@ -144,14 +144,20 @@ def report(params: Params) -> dict:
     ablation_models = [(registry.ablation_model(v), d, k) for v in registry.ABLATION_VARIANTS
                        for d in ab.datasets for k in ab.folds
                        if v in ab.variants or elsewhere(registry.ablation_model(v), d, k)]
-    runs_of = [(m, d, k) for m in models for d, k in runs] + ablation_models
+    # ours tuned on readings (stage tune, `--profile tuning`): Table 2 rows on the folds it was tuned on.
+    tu = params.tuning
+    tuned_models = [(registry.tuned_model(t), d, k) for t in registry.TUNING_METHODS for d in tu.datasets
+                    for k in tu.folds if (d, k) in runs
+                    and (t in tu.methods or elsewhere(registry.tuned_model(t), d, k))]
+    table2_models = [*models, *dict.fromkeys(m for m, _, _ in tuned_models)]
+    runs_of = [(m, d, k) for m in models for d, k in runs] + ablation_models + tuned_models
     # A model whose evaluate stage has not run (e.g. `dvc repro` of chosen stages) keeps empty cells, said here.
     score_files = [fold_paths(m, d, k).scores for m, d, k in runs_of]
     missing = [str(f.relative_to(PROJECT_ROOT)) for f in score_files if not f.exists()]
     if missing:
         log.warning("no scores yet, so these cells stay empty: %s", ", ".join(missing))
     scores = [read_json(f) for f in score_files if f.exists()]
-    trained = [(m, d, k) for m in (*models, registry.EVALUATOR.name) for d, k in runs] + ablation_models
+    trained = [(m, d, k) for m in (*models, registry.EVALUATOR.name) for d, k in runs] + ablation_models + tuned_models
     train_metrics = {fold_paths(m, d, k).name: read_json(fold_paths(m, d, k).train_metrics) for m, d, k in trained
                      if fold_paths(m, d, k).train_metrics.exists() or m == registry.EVALUATOR.name}  # the oracle row
     evaluator = {(d, k): train_metrics[fold_paths(registry.EVALUATOR.name, d, k).name] for d, k in runs}
@@ -176,9 +182,9 @@ def report(params: Params) -> dict:
         run.params({"datasets": datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
         base_model = params.train.model  # the row labels say what GPT, GPT-pre and ours are built on
-        tables = {"table2": table2(scores, oracle, models, datasets, deltas, judge, base_model=base_model,
+        tables = {"table2": table2(scores, oracle, table2_models, datasets, deltas, judge, base_model=base_model,
                                    trained_judge=trained_judge),
-                  "table3": table3(scores, models, datasets, base_model=base_model),
+                  "table3": table3(scores, table2_models, datasets, base_model=base_model),
                   "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge, base_model=base_model,
                                    trained_judge=trained_judge),
                   "table5": table5(examples, selection=selection)}

@@ -144,7 +144,8 @@ def tune_generator(generator, tokenizer, method: str, data: Sequence, *, epochs:
                    lr: float, beta: float, seed: int, width: int, max_problem_tokens: int,
                    autocast_dtype: torch.dtype | None = None, log_every: int = 10, on_log=None) -> dict:
     """Tune the generator in place: `epochs` passes (at most `max_steps` steps, 0 = no cap) over `data`, JointExamples
-    (rft) or Pairs (dpo, against the generator as it is now: pi_ref is computed here first), in seeded batches.
+    (rft) or Pairs (dpo, against the generator as it is now: pi_ref of the pairs the steps will visit is computed
+    here first), in seeded batches.
     Returns {"history": per-step stats with "step" and "epoch", "steps", "wall_s", "n"}; `on_log(record)` gets
     the mean of each `log_every` steps' stats."""
     import time
@@ -154,24 +155,29 @@ def tune_generator(generator, tokenizer, method: str, data: Sequence, *, epochs:
     if not data:
         raise ValueError(f"no {method} data to tune on (no read-right candidate, or no right/wrong pair)")
     start = time.perf_counter()
-    reference = (reference_logprobs(generator, tokenizer, data, width, max_problem_tokens, batch_size)
-                 if method == "dpo" else None)
+    schedule = [(epoch, idx) for epoch in range(epochs) for idx in seeded_batches(len(data), batch_size, seed,
+                                                                                   7_919 + epoch)]
+    schedule = schedule[:max_steps] if max_steps else schedule
+    reference = None
+    if method == "dpo":  # pi_ref of the pairs the schedule visits, before the first step changes the generator
+        visited = sorted({i for _, idx in schedule for i in idx})
+        chosen, rejected = reference_logprobs(generator, tokenizer, [data[i] for i in visited], width,
+                                              max_problem_tokens, batch_size)
+        reference = {i: (chosen[k], rejected[k]) for k, i in enumerate(visited)}
     optimizer = torch.optim.AdamW(generator.parameters(), lr=lr, weight_decay=0.0)  # Adam, as ours was trained
     torch.manual_seed(seed)
     history, window, step = [], [], 0
-    for epoch in range(epochs):
-        for idx in seeded_batches(len(data), batch_size, seed, 7_919 + epoch):
-            if max_steps and step >= max_steps:
-                break
-            step += 1
-            ref = None if reference is None else (reference[0][idx], reference[1][idx])
-            stats = tune_step(generator, tokenizer, optimizer, method=method, batch=[data[i] for i in idx],
-                              width=width, max_problem_tokens=max_problem_tokens, beta=beta, reference=ref,
-                              autocast_dtype=autocast_dtype)
-            history.append({"step": step, "epoch": epoch, **stats})
-            window.append(stats)
-            if on_log is not None and (step % log_every == 0):
-                on_log({"step": step, **{k: sum(w[k] for w in window) / len(window) for k in window[0]}})
-                window = []
+    for epoch, idx in schedule:
+        step += 1
+        ref = None if reference is None else (torch.stack([reference[i][0] for i in idx]),
+                                              torch.stack([reference[i][1] for i in idx]))
+        stats = tune_step(generator, tokenizer, optimizer, method=method, batch=[data[i] for i in idx],
+                          width=width, max_problem_tokens=max_problem_tokens, beta=beta, reference=ref,
+                          autocast_dtype=autocast_dtype)
+        history.append({"step": step, "epoch": epoch, **stats})
+        window.append(stats)
+        if on_log is not None and (step % log_every == 0):
+            on_log({"step": step, **{k: sum(w[k] for w in window) / len(window) for k in window[0]}})
+            window = []
     generator.eval()
     return {"history": history, "steps": step, "wall_s": time.perf_counter() - start, "n": len(data)}

@@ -1,6 +1,7 @@
 """End to end through DVC: keywords -> train (mwp2eq, GPT, GPT-pre, ours, seq2seq, the learned judge) ->
-generate -> evaluate -> ablate (one Table 4 variant) -> report, with a tiny randomly initialised model and tiny
-seq2seq models on tiny synthetic data (the judge on the committed readings), in a scratch copy of the project."""
+generate -> evaluate -> ablate (one Table 4 variant) -> tune (ours by DPO on the committed readings) -> report,
+with a tiny randomly initialised model and tiny seq2seq models on tiny synthetic data (the judge on the committed
+readings), in a scratch copy of the project."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt_pr
           "train_ours@arithmetic-0", "train_judge@arithmetic-0",
           *(f"train_seq2seq@{m}-arithmetic-0" for m in ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")),
           *(f"generate@{m}-arithmetic-0" for m in GENERATED), *(f"evaluate@{m}-arithmetic-0" for m in SCORED),
-          "measure_judge@arithmetic-0", "ablate@eq_softmax-arithmetic-0", "report"]
+          "measure_judge@arithmetic-0", "ablate@eq_softmax-arithmetic-0", "tune@dpo-arithmetic-0", "report"]
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,7 @@ def project(tmp_path_factory, prefect_api):
     params["ablation"].update(variants=["eq_softmax"], datasets=["arithmetic"], folds=[0])
     params["generate"].update(max_new_tokens=24, batch_size=4)
     params["judge"].update(layer=1)  # of the tiny model's 2
+    params["tuning"].update(methods=["dpo"], max_steps=2, batch_size=4)
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(dest)
     # A parent run, as orchestration.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.
@@ -110,6 +112,17 @@ def test_ours_selects_context_and_glove_row_is_not_run(project):
         assert scores["n"] > 0 and "acc_eq" in scores, model
 
 
+def test_ours_tuned_on_readings_is_a_bundle_of_its_own_generated_and_scored(project):
+    dest = project[0]
+    metrics = json.loads((dest / "metrics" / "train" / "ours-dpo" / "arithmetic" / "fold0.json").read_text())
+    assert metrics["method"] == "dpo" and metrics["steps"] == 2 and metrics["pairs"] > 0
+    bundle = json.loads((dest / "models" / "ours-dpo" / "arithmetic" / "fold0" / "ours.json").read_text())
+    assert bundle["tuned"]["method"] == "dpo" and bundle["context"] == "selector"
+    scores = json.loads((dest / "results" / "scores" / "ours-dpo" / "arithmetic" / "fold0.json").read_text())
+    assert scores["model"] == "ours-dpo" and 0.0 <= scores["acc_eq"] <= 1.0
+    assert "ours + DPO on readings" in (dest / "reports" / "table2.md").read_text()  # its Table 2 row, Δ included
+
+
 def test_report_tables_and_dvc_metrics(project):
     dest, env = project[0], project[1]
     table4 = (dest / "reports" / "table4.md").read_text()
@@ -130,7 +143,8 @@ def test_report_tables_and_dvc_metrics(project):
     table2 = (dest / "reports" / "table2.md").read_text()
     rows = {line.split(" | ")[0].lstrip("| ") for line in table2.splitlines() if line.startswith("| ")}
     assert {"GPT-pre (tiny-model, fine-tuned)", "mwp2eq on the reference problems (oracle)"} <= rows
-    assert not [r for r in rows if r.startswith("ours")]  # not scored in this test: no row, no made-up cells
+    assert not [r for r in rows if r.startswith("ours (")]  # not scored in this test: no row, no made-up cells
+    assert "ours + DPO on readings (tiny-model)" in rows  # tuned from it and scored (stage tune)
     assert "- ours (tiny-model): no scores yet" in table2 and "The paper reports BLEU-4 0.338" in table2
     assert "- seq2seq-rnn + GloVe (LSTM, GloVe embeddings): not run" in table2
     assert "0.316" in table2  # the paper's GPT-pre BLEU-4 on Arithmetic, shown for reference

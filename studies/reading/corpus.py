@@ -170,21 +170,26 @@ def _candidates(args, record: dict, context: str, source: str, texts: list[str])
         if t:
             first.setdefault(t, j)
     return [{"split": args.split, "id": record["id"], "equation": record["equation"],
-             "shape": shape(record["equation"]), "context": context, "model": args.model, "source": source,
+             "shape": shape(record["equation"]), "context": context, "model": _name(args), "source": source,
              "sample": j, "generated": t} for t, j in first.items()]
 
 
 def _progress(args, i: int, n: int, rows: list[dict], start: float) -> None:
     """After every batch the candidates so far are written (atomically), so a stopped draw keeps them."""
     blind_reading.write_rows(_candidates_file(args), rows, CANDIDATE_COLUMNS)
-    print(f"{args.model} {args.split}: {i + 1}/{n} equations, {len(rows)} candidates, "
+    print(f"{_name(args)} {args.split}: {i + 1}/{n} equations, {len(rows)} candidates, "
           f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
 
 
+def _name(args) -> str:
+    """What the candidates are called: --name (e.g. ours-rft, a tuned ours decoded as ours), else --model."""
+    return getattr(args, "name", None) or args.model
+
+
 def _candidates_file(args) -> Path:
-    """<model>_<split>.csv; a draw that continues an earlier one (--skip N) writes <model>_<split>_from<N>.csv."""
+    """<name>_<split>.csv; a draw that continues an earlier one (--skip N) writes <name>_<split>_from<N>.csv."""
     suffix = f"_from{args.skip}" if args.skip else ""
-    return args.out / "candidates" / f"{args.model}_{args.split}{suffix}.csv"
+    return args.out / "candidates" / f"{_name(args)}_{args.split}{suffix}.csv"
 
 
 def draw(args: argparse.Namespace) -> Path:
@@ -278,7 +283,10 @@ def main(argv=None) -> None:
     sub = ap.add_subparsers(dest="command", required=True)
     d = sub.add_parser("draw", help="generate candidates for a seeded, shape-weighted draw of equations")
     d.add_argument("checkpoint", type=Path, help="ours: a bundle or MLflow model folder; gpt_pre: its model folder")
-    d.add_argument("--model", choices=MODELS, required=True)
+    d.add_argument("--model", choices=MODELS, required=True, help="how it decodes (ours: a bundle, as `mwpgen "
+                   "generate` does; gpt_pre: the generate stage's prompt)")
+    d.add_argument("--name", help="what to call the candidates (file and model column; default --model), e.g. "
+                   "ours-rft for a tuned ours")
     d.add_argument("--split", choices=SPLITS, required=True)
     d.add_argument("--dataset", default="arithmetic")
     d.add_argument("--fold", type=int, default=0)
