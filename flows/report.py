@@ -182,8 +182,9 @@ def report(params: Params) -> dict:
         run.params({"datasets": datasets, "folds": exp.folds, "model": params.train.model,
                     "ablation_variants": ab.variants})
         base_model = params.train.model  # the row labels say what GPT, GPT-pre and ours are built on
+        tuned_on = {m: {d for t, d, _ in tuned_models if t == m} for m, _, _ in tuned_models}
         tables = {"table2": table2(scores, oracle, table2_models, datasets, deltas, judge, base_model=base_model,
-                                   trained_judge=trained_judge),
+                                   trained_judge=trained_judge, only_on=tuned_on),
                   "table3": table3(scores, table2_models, datasets, base_model=base_model),
                   "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge, base_model=base_model,
                                    trained_judge=trained_judge),

@@ -32,8 +32,20 @@ def tune(params: Params, method: str, dataset: str, fold: int) -> dict:
     readings = [r for r in corpus_candidates(PROJECT_ROOT) if r["model"] in cfg.candidates_from]
     data = load_fold(DATA, dataset, fold, registry.max_train(params, "ours", dataset), exp.max_test_of(dataset),
                      exp.seed, validation_size=exp.validation_size)
+    # The corpus was drawn for this fold's training problems as the split stood then: a reading whose problem is not
+    # a training problem now (another seed or validation size, another data set) must not tune, so it is left out
+    # and counted, never used.
+    everything = load_fold(DATA, dataset, fold, 0, 0, exp.seed, validation_size=exp.validation_size)
+    training_ids = {r["id"] for r in everything.train}
+    outside = [r for r in readings if r["id"] not in training_ids]
+    if outside:
+        log.warning("%d of %d readings are of problems that are not training problems of %s fold %d now "
+                    "(data/labels/corpus/key.csv, e.g. id %s): left out", len(outside), len(readings), dataset, fold,
+                    outside[0]["id"])
+        readings = [r for r in readings if r["id"] in training_ids]
     with fold_run(model, dataset, fold, "train") as run:
-        run.params({"method": method, "base": str(base.model_dir.relative_to(PROJECT_ROOT)), "n_readings": len(readings),
+        run.params({"method": method, "base": str(base.model_dir.relative_to(PROJECT_ROOT)),
+                    "readings_read": len(readings),
                     **{f"tuning.{k}": v for k, v in cfg.model_dump().items()}})
         log.info("tuning ours on %s fold %d by %s: %d readings (%d read right) of %s", dataset, fold, method,
                  len(readings), sum(r["label"] for r in readings), ", ".join(cfg.candidates_from))
@@ -42,8 +54,11 @@ def tune(params: Params, method: str, dataset: str, fold: int) -> dict:
                                                                   if k != "step"}, step=rec["step"]))
         history = result["history"]
         keys = [k for k in history[0] if k not in ("step", "epoch")]
+        # n_train and final_loss: the names the report's "what was run" reads for every trained model.
         metrics = {"method": method, "steps": result["steps"], "wall_s": round(result["wall_s"], 1),
-                   "n_data": result["n"], "readings": result["readings"], "device": result["device"],
+                   "n_train": result["n"], "final_loss": round(history[-1]["loss"], 4),
+                   "distinct_candidates": result["readings"], "readings_not_training": len(outside),
+                   "device": result["device"],
                    **{k: result[k] for k in ("right_candidates", "mixed_in", "pairs") if k in result},
                    **{f"last10_{k}": round(sum(h[k] for h in history[-10:]) / len(history[-10:]), 4) for k in keys}}
         lines = [",".join(["step", "epoch", *keys])] + [

@@ -5,7 +5,8 @@ from, in the fixed-width slot; the selector and the co-trained mwp2eq are left a
 used as ours is (`mwpgen generate`, the served model, the tables).
 
 - RFT (rejection-sampling fine-tuning; STaR, Zelikman et al. 2022): L_LM on the read-right candidates, mixed with
-  the fold's own training problems so fluency holds:  L = - mean_i log p_Theta(M_i | E_i, c_i) / |M_i|.
+  the fold's own training problems so fluency holds: L = - sum_i log p_Theta(M_i | E_i, c_i) / sum_i |M_i|, the
+  per-token mean over the batch (as ours' L_LM is).
 - DPO (Rafailov et al. 2023, Eq. 7) on pairs of one equation and context, a right candidate M+ and a wrong M-,
   against the generator before tuning as the frozen reference pi_ref:
 
@@ -91,7 +92,9 @@ def tune_step(generator, tokenizer, optimizer, *, method: str, batch, width: int
     """One optimizer step. rft: `batch` is JointExamples; dpo: Pairs with `reference` = (log pi_ref(M+),
     log pi_ref(M-)) for them."""
     device = generator.get_input_embeddings().weight.device
-    generator.train()
+    # DPO compares pi with pi_ref computed once in eval mode: the policy's forward runs without dropout too (as TRL
+    # does), so at the first step the margin is 0, not dropout noise. RFT trains as ours was trained.
+    generator.train(method != "dpo")
     with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
         if method == "rft":
             logp, n = sequence_logprobs(generator, tokenizer, batch, width, max_problem_tokens)
@@ -115,16 +118,20 @@ def tune_step(generator, tokenizer, optimizer, *, method: str, batch, width: int
 
 @torch.no_grad()
 def reference_logprobs(generator, tokenizer, pairs: Sequence[Pair], width: int, max_problem_tokens: int,
-                       batch_size: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """log pi_ref(M+) and log pi_ref(M-) for every pair, from the generator before tuning."""
+                       batch_size: int = 8, autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """log pi_ref(M+) and log pi_ref(M-) for every pair, from the generator before tuning, in the precision the
+    policy's steps use (`autocast_dtype`), so that the two differ only by what tuning changed."""
     was_training = generator.training
     generator.eval()
+    device = generator.get_input_embeddings().weight.device
     chosen, rejected = [], []
     for start in range(0, len(pairs), batch_size):
         part = pairs[start:start + batch_size]
-        chosen.append(sequence_logprobs(generator, tokenizer, [p.chosen for p in part], width, max_problem_tokens)[0])
-        rejected.append(sequence_logprobs(generator, tokenizer, [p.rejected for p in part], width,
-                                          max_problem_tokens)[0])
+        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            chosen.append(sequence_logprobs(generator, tokenizer, [p.chosen for p in part], width,
+                                            max_problem_tokens)[0])
+            rejected.append(sequence_logprobs(generator, tokenizer, [p.rejected for p in part], width,
+                                              max_problem_tokens)[0])
     generator.train(was_training)
     return torch.cat(chosen), torch.cat(rejected)
 
@@ -155,6 +162,8 @@ def tune_generator(generator, tokenizer, method: str, data: Sequence, *, epochs:
     if not data:
         raise ValueError(f"no {method} data to tune on (no read-right candidate, or no right/wrong pair)")
     start = time.perf_counter()
+    # Streams 7_919 + epoch: apart from the ones the trainers draw (epoch, phase * 1_009 + ...), so a tuning's batch
+    # order is its own even at the seed ours was trained with.
     schedule = [(epoch, idx) for epoch in range(epochs) for idx in seeded_batches(len(data), batch_size, seed,
                                                                                    7_919 + epoch)]
     schedule = schedule[:max_steps] if max_steps else schedule
@@ -162,7 +171,7 @@ def tune_generator(generator, tokenizer, method: str, data: Sequence, *, epochs:
     if method == "dpo":  # pi_ref of the pairs the schedule visits, before the first step changes the generator
         visited = sorted({i for _, idx in schedule for i in idx})
         chosen, rejected = reference_logprobs(generator, tokenizer, [data[i] for i in visited], width,
-                                              max_problem_tokens, batch_size)
+                                              max_problem_tokens, batch_size, autocast_dtype)
         reference = {i: (chosen[k], rejected[k]) for k, i in enumerate(visited)}
     optimizer = torch.optim.AdamW(generator.parameters(), lr=lr, weight_decay=0.0)  # Adam, as ours was trained
     torch.manual_seed(seed)

@@ -12,6 +12,7 @@ from mwpgen import tuning
 from mwpgen.config.schema import Params
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, save_bundle, select_context
 from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.paths import PROJECT_ROOT
 from mwpgen.runtime import autocast_dtype, resolve_device
 
 
@@ -28,6 +29,13 @@ def selected_examples(tokenizer, selector, records: Sequence[dict], settings: di
         _, words = select_context(selector, encoded, settings["threshold"])
         out += [JointExample(ex.equation, ex.problem, tuple(w)) for ex, w in zip(chunk, words)]
     return out
+
+
+def _relative(path: Path) -> str:
+    """The base bundle as the project names it (an absolute path would differ on every clone, and ours.json is a
+    tracked output)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(PROJECT_ROOT)) if path.is_relative_to(PROJECT_ROOT) else str(path)
 
 
 @task(cache_policy=NO_CACHE)
@@ -55,6 +63,6 @@ def tune_ours_bundle(params: Params, method: str, base_dir: Path, out_dir: Path,
         on_log=on_log)
     kept = {k: v for k, v in settings.items() if k != "format"}
     save_bundle(out_dir, generator, tokenizer, selector,
-                kept | {"tuned": {"method": method, "from": str(base_dir), **cfg.model_dump(), **sizes}},
+                kept | {"tuned": {"method": method, "from": _relative(base_dir), **cfg.model_dump(), **sizes}},
                 mwp2eq=load_mwp2eq(base_dir, device))
     return {**result, **sizes, "readings": len(readings), "device": device}

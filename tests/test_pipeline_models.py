@@ -36,6 +36,33 @@ STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt_pr
           "measure_judge@arithmetic-0", "ablate@eq_softmax-arithmetic-0", "tune@dpo-arithmetic-0", "report"]
 
 
+def add_synthetic_readings(dest, records: list[dict], test_ids: list[str]) -> None:
+    """Readings of the synthetic problems, appended to the copied corpus as a reader's batch would be: for each of
+    12 problems outside the test fold its own text read right and a wrong one (the question about a given number)
+    read wrong, written from two context words. Stage tune keeps the readings of training problems and leaves the
+    corpus's real ones out (their ids are not this synthetic split's training problems)."""
+    corpus = dest / "data" / "labels" / "corpus"
+    chosen = [r for r in records if r["id"] not in set(test_ids)][:12]
+    key, problems, labels, candidates = [], [], [], []
+    for n, r in enumerate(chosen):
+        context = " ".join(r["text"].split()[:2])
+        wrong = r["text"].rsplit(" . ", 1)[0] + " . How many does she have at first ?"
+        for sample, (text, label) in enumerate(((r["text"], 1), (wrong, 0))):
+            uid = f"s{2 * n + sample:05d}"
+            key.append([uid, "train", r["id"], "synthetic", "ours", "T=1", sample])
+            problems.append([uid, r["equation"], text])
+            labels.append([uid, label, "synthetic"])
+            candidates.append(["train", r["id"], r["equation"], "synthetic", context, "ours", "T=1", sample, text])
+    for name, rows in (("key.csv", key), ("problems.csv", problems)):
+        with open(corpus / name, "a", newline="") as f:
+            csv.writer(f).writerows(rows)
+    with open(corpus / "labels" / "batch_99.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["uid", "label", "note"], *labels])
+    with open(corpus / "candidates" / "synthetic_train.csv", "w", newline="") as f:
+        csv.writer(f).writerows([["split", "id", "equation", "shape", "context", "model", "source", "sample",
+                                  "generated"], *candidates])
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory, prefect_api):
     dest = tmp_path_factory.mktemp("project")
@@ -45,6 +72,7 @@ def project(tmp_path_factory, prefect_api):
     write_json(dest / "data" / "splits" / "arithmetic.json",
                {"dataset": "arithmetic", "n_folds": 5, "seed": 1, "method": "seeded",
                 "folds": seeded_folds(records, 5, 1)})
+    add_synthetic_readings(dest, records, seeded_folds(records, 5, 1)[0])
     corpus = [r["text"] + " " + r["equation"] for r in records] + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE]
     tiny_model_dir(dest / "tiny-model", corpus)
     params = yaml.safe_load((dest / "params.yaml").read_text())
@@ -116,6 +144,7 @@ def test_ours_tuned_on_readings_is_a_bundle_of_its_own_generated_and_scored(proj
     dest = project[0]
     metrics = json.loads((dest / "metrics" / "train" / "ours-dpo" / "arithmetic" / "fold0.json").read_text())
     assert metrics["method"] == "dpo" and metrics["steps"] == 2 and metrics["pairs"] > 0
+    assert metrics["readings_not_training"] > 1000  # the corpus's real readings: not this split's training problems
     bundle = json.loads((dest / "models" / "ours-dpo" / "arithmetic" / "fold0" / "ours.json").read_text())
     assert bundle["tuned"]["method"] == "dpo" and bundle["context"] == "selector"
     scores = json.loads((dest / "results" / "scores" / "ours-dpo" / "arithmetic" / "fold0.json").read_text())

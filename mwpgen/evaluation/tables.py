@@ -467,12 +467,14 @@ def _why_not_run(models: Sequence[str], skipped: dict[str, str], base_model: str
 
 def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datasets: Sequence[str],
            deltas: dict[tuple[str, str], dict] | None = None, judge: dict | None = None, *,
-           base_model: str, trained_judge: dict | None = None) -> TableGroup:
+           base_model: str, trained_judge: dict | None = None,
+           only_on: dict[str, set[str]] | None = None) -> TableGroup:
     """Table 2 per dataset: language quality, ACC-eq (exact, equivalent) and the judged consistency of each model
     beside the paper's figures, the evaluator's and chance's ACC-eq; then each model's difference from GPT-pre.
     `oracle`: the evaluator's per-fold REFERENCE_METRICS (+ ``chance_equation``); `deltas`: deltas_vs_gpt_pre;
     `judge`: the judges' measurement (judge_note), `trained_judge`: the learned judge's training metrics
-    (learned_judge_note); `base_model`: params.train.model."""
+    (learned_judge_note); `base_model`: params.train.model; `only_on`: model -> the datasets it is reported on at
+    all (ours tuned on readings: Arithmetic), so another dataset's table neither shows nor notes it."""
     deltas = deltas or {}
     samples, refs, skipped = aggregate(scores, TABLE2_METRICS), aggregate(oracle, REFERENCE_METRICS), \
         not_run_reasons(scores)
@@ -480,7 +482,8 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
     labels = {m: model_label(m, base_model) for m in models}
     tables = []
     for d in datasets:
-        ran = [m for m in models if any((m, d, x) in samples for x in TABLE2_METRICS)]
+        here = [m for m in models if only_on is None or m not in only_on or d in only_on[m]]
+        ran = [m for m in here if any((m, d, x) in samples for x in TABLE2_METRICS)]
         rows = [_table2_row(labels[m] + _fold_mark(samples, m, d, ran),
                             {x: _text(samples, (m, d, x)) for x in TABLE2_METRICS}
                             | {LEARNED: _learned_cell(learned, samples, m, d)},
@@ -489,7 +492,7 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
                    f"{base_model_name(base_model)}) beside the paper's 5-fold averages (GPT-2)."
                    + judged_caption([s for s in scores if s.get("dataset") == d], trained_judge, judge))
         tables.append(Table(f"Table 2 ({d}): language quality and equation accuracy", caption, _table2_columns(),
-                            rows + _reference_rows(refs, d), _not_run_notes(models, ran, skipped, d, base_model)))
+                            rows + _reference_rows(refs, d), _not_run_notes(here, ran, skipped, d, base_model)))
         compared = [m for m in ran if m != BASELINE]
         if compared and BASELINE in ran:
             tables.append(delta_table(
