@@ -143,3 +143,23 @@ def test_the_corpus_candidates_that_tune_are_its_training_readings_with_their_co
     assert {(r["equation"], r["generated"]) for r in rows} == set(train)
     disagree = [r for r in rows if train[(r["equation"], r["generated"])] != r["label"]]
     assert len(disagree) <= len(rows) // 100  # a text read twice apart (two samples alike) may carry either label
+
+
+def test_corpus_candidates_refuse_a_label_for_a_text_nobody_read(tmp_path):
+    """A candidate whose text differs from what problems.csv showed the reader, or two draws of one sample with two
+    texts, is an error naming the file and line: never a label joined to the wrong text."""
+    from mwpgen.data.readings import corpus_candidates
+
+    corpus = tmp_path / "data" / "labels" / "corpus"
+    shutil.copytree(ROOT / "data" / "labels" / "corpus", corpus)
+    assert corpus_candidates(tmp_path)  # the copy as committed joins
+    path = sorted((corpus / "candidates").glob("*.csv"))[0]
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    (corpus / "candidates" / "zz_again.csv").write_text(lines[0] + lines[1].replace(" ?", " , please ?", 1),
+                                                        encoding="utf-8")
+    with pytest.raises(ValueError, match=r"zz_again\.csv:2: .* is also .*:2, with another text"):
+        corpus_candidates(tmp_path)
+    (corpus / "candidates" / "zz_again.csv").unlink()
+    path.write_text(lines[0] + lines[1].replace(" ?", " , please ?", 1) + "".join(lines[2:]), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"problems\.csv:\d+: uid \w+ was shown to its reader as other"):
+        corpus_candidates(tmp_path)

@@ -186,10 +186,23 @@ def corpus_candidates(root: Path) -> list[dict]:
     label = first_reading(label_paths, root)
     candidates: dict[tuple[str, ...], dict] = {}
     for path in sorted((folder / "candidates").glob("*.csv")):
-        for row in read_csv(path, ("split", "id", "equation", "context", "model", "source", "sample", "generated")):
-            candidates[(row["split"], row["id"], row["model"], row["source"], row["sample"])] = row
+        columns = ("split", "id", "equation", "context", "model", "source", "sample", "generated")
+        for line, row in enumerate(read_csv(path, columns), start=2):
+            where = f"{path.relative_to(root) if path.is_relative_to(root) else path}:{line}"
+            first = candidates.setdefault((row["split"], row["id"], row["model"], row["source"], row["sample"]),
+                                          row | {"where": where})
+            if first["generated"] != row["generated"]:  # two draws claim one sample: which text was read is unknown
+                raise ValueError(f"{where}: candidate {row['model']} {row['source']} sample {row['sample']} of "
+                                 f"problem {row['id']} is also {first['where']}, with another text")
+    texts = {p["uid"]: (line, p) for line, p in enumerate(read_csv(problems_path, ("uid", "equation", "problem")),
+                                                            start=2)}
+    key_rows = read_csv(key_path, ("uid", "split", "id", "model", "source", "sample"))
+    known = {k["uid"] for k in key_rows}
+    for uid, (_, where) in label.items():
+        if uid not in known:
+            raise ValueError(f"{where}: uid {uid} is not in {key_path}")
     out = []
-    for line, k in enumerate(read_csv(key_path, ("uid", "split", "id", "model", "source", "sample")), start=2):
+    for line, k in enumerate(key_rows, start=2):
         if k["uid"] not in label:
             continue  # not read yet
         if k["split"] != "train":
@@ -199,6 +212,10 @@ def corpus_candidates(root: Path) -> list[dict]:
         if c is None:
             raise ValueError(f"{key_path}:{line}: uid {k['uid']} has no candidate in {folder / 'candidates'} "
                              f"(id {k['id']}, {k['model']}, {k['source']}, sample {k['sample']})")
+        shown_line, shown = texts.get(k["uid"], (None, None))
+        if shown is None or (shown["equation"], shown["problem"]) != (c["equation"], c["generated"]):
+            raise ValueError(f"{problems_path}:{shown_line or '?'}: uid {k['uid']} was shown to its reader as other "
+                             f"than its candidate ({c['where']}): the label would tune on a text nobody read")
         out.append({"uid": k["uid"], "id": k["id"], "equation": c["equation"], "context": c["context"],
                     "generated": c["generated"], "label": label[k["uid"]][0], "model": k["model"],
                     "source": k["source"]})
