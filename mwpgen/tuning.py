@@ -118,7 +118,8 @@ def tune_step(generator, tokenizer, optimizer, *, method: str, batch, width: int
 
 @torch.no_grad()
 def reference_logprobs(generator, tokenizer, pairs: Sequence[Pair], width: int, max_problem_tokens: int,
-                       batch_size: int = 8, autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                       batch_size: int = 8,
+                       autocast_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """log pi_ref(M+) and log pi_ref(M-) for every pair, from the generator before tuning, in the precision the
     policy's steps use (`autocast_dtype`), so that the two differ only by what tuning changed."""
     was_training = generator.training

@@ -49,10 +49,11 @@ def add_synthetic_readings(dest, records: list[dict], test_ids: list[str]) -> No
         wrong = r["text"].rsplit(" . ", 1)[0] + " . How many does she have at first ?"
         for sample, (text, label) in enumerate(((r["text"], 1), (wrong, 0))):
             uid = f"s{2 * n + sample:05d}"
-            key.append([uid, "train", r["id"], "synthetic", "ours", "T=1", sample])
+            key.append([uid, "train", r["id"], "synthetic", "ours", "synthetic", sample])
             problems.append([uid, r["equation"], text])
             labels.append([uid, label, "synthetic"])
-            candidates.append(["train", r["id"], r["equation"], "synthetic", context, "ours", "T=1", sample, text])
+            candidates.append(["train", r["id"], r["equation"], "synthetic", context, "ours", "synthetic", sample,
+                               text])
     for name, rows in (("key.csv", key), ("problems.csv", problems)):
         with open(corpus / name, "a", newline="") as f:
             csv.writer(f).writerows(rows)
