@@ -18,7 +18,7 @@ from mwpgen.runtime import autocast_dtype, resolve_device
 
 def selected_examples(tokenizer, selector, records: Sequence[dict], settings: dict) -> list[JointExample]:
     """The fold's training problems with the context ours' selector picks from each at inference (threshold), so
-    an RFT mix trains the slot as generation fills it; the given keywords where the bundle has no selector."""
+    an RFT mix trains the slot as generation fills it; an empty context where the bundle has no selector."""
     examples = [JointExample(r["equation"], r["text"], ()) for r in records]
     if selector is None:
         return examples
@@ -50,8 +50,8 @@ def tune_ours_bundle(params: Params, method: str, base_dir: Path, out_dir: Path,
     if method == "rft":
         training = selected_examples(tokenizer, selector, train_records, settings)
         data = tuning.rft_examples(readings, training, cfg.rft_mix, seed)
-        sizes = {"right_candidates": sum(int(r["label"]) for r in readings), "mixed_in": len(data) - sum(
-            int(r["label"]) for r in readings)}
+        right = sum(int(r["label"]) for r in readings)
+        sizes = {"right_candidates": right, "mixed_in": len(data) - right}
     else:
         data = tuning.preference_pairs(readings, cfg.pairs_per_group, seed)
         sizes = {"pairs": len(data)}
