@@ -37,3 +37,13 @@ def test_cross_validation_never_scores_a_group_it_was_fitted_on():
         x[i, i // 4] = 1.0
     p = probe.cross_validate(x, y, groups, l2=0.01)
     assert probe.auc(p, y.tolist()) <= 0.6
+
+
+def test_the_gate_ranks_what_the_rule_accepts_by_the_probe_and_rejects_the_rest():
+    from studies.learned_judge.gate import figures, gated
+
+    p, rule, y = [0.9, 0.2, 0.8, 0.7, 0.95], [1, 1, 1, 0, 0], [1, 0, 0, 1, 0]
+    assert gated(p, rule) == [0.9, 0.2, 0.8, 0.0, 0.0]
+    # the probe's p above 0.85 where the rule accepts: one accepted, right; the rule-rejected 0.95 stays out
+    f = figures(gated(p, rule), y, 0.85)
+    assert (f["accepted"], f["precision"], f["recall"]) == (1, 1.0, 0.5)
