@@ -122,3 +122,22 @@ def test_the_tune_task_saves_a_bundle_that_loads_as_ours_does(tmp_path):
     assert result["pairs"] == 2
     with pytest.raises(ValueError, match="no dpo data"):
         tune_ours_bundle.fn(params, "dpo", base, tmp_path / "none", READINGS[3:], train)
+
+
+def test_the_validation_comparison_pairs_a_tuned_model_with_ours_by_equation(tmp_path):
+    from studies.reading.blind_reading import write_rows
+    from studies.tuning.compare_validation import compare
+
+    key, read = [], []
+    for n, (model, eq_id, label) in enumerate([("ours", "1", 0), ("ours", "2", 1), ("ours-rft", "1", 1),
+                                               ("ours-rft", "2", 1), ("ours-rft", "3", 1)]):
+        key.append({"uid": f"k{n}", "split": "validation", "id": eq_id, "shape": "+", "model": model,
+                    "source": "greedy", "sample": "0"})
+        read.append({"uid": f"k{n}", "label": label})
+    write_rows(tmp_path / "key.csv", key, list(key[0]))
+    write_rows(tmp_path / "labels" / "batch_01.csv", read, ["uid", "label"])
+    result = compare(tmp_path, "ours")
+    assert result["ours greedy"] == {"n": 2, "right": 1}
+    # equation 3 has no ours candidate: counted in its own share, left out of the paired difference
+    assert result["ours-rft greedy"]["right"] == 3 and result["ours-rft greedy"]["minus_baseline"]["n"] == 2
+    assert result["ours-rft greedy"]["minus_baseline"]["mean"] == 0.5
