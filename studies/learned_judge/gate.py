@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> dict:
               for part, rows in parts.items()}
     y = {part: [r["label"] for r in rows] for part, rows in parts.items()}
     p = {part: probe(states["train"], y["train"], states[part], args.l2) for part in ("validation", "test")}
-    rule = {part: rule_verdicts(args.evaluator, parts[part]) for part in ("validation", "test")}
+    verdicts = rule_verdicts(args.evaluator, parts["validation"] + parts["test"])  # one load of the parser
+    rule = {"validation": verdicts[:len(parts["validation"])], "test": verdicts[len(parts["validation"]):]}
     gate = {part: gated(p[part], rule[part]) for part in ("validation", "test")}
     # thresholds chosen on validation: the rule's is its verdict (0.5 between 0 and 1); the probe's and the gate's
     # the highest that keeps recall 0.5 there

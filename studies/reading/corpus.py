@@ -230,7 +230,8 @@ def build(out: Path) -> None:
           f"{-(-len(problems) // BATCH)} batches of {BATCH}; overlap {OVERLAP} -> {out}")
 
 
-def _labels(path: Path) -> dict[str, int]:
+def label_file(path: Path) -> dict[str, int]:
+    """uid -> 0/1 of one labels file; a label that is neither stops, naming the file and line."""
     labels = {}
     for line, r in enumerate(blind_reading.rows(path), start=2):
         if r.get("label") not in ("0", "1"):
@@ -249,14 +250,20 @@ def cohen_kappa(a: list[int], b: list[int]) -> float:
     return (observed - chance) / (1 - chance) if chance < 1 else 1.0
 
 
-def score(out: Path) -> dict:
-    """Agreement on the overlap and the share read right by shape, model and source (first reading)."""
+def first_reading(out: Path) -> dict[str, int]:
+    """uid -> 0/1 of the first reading: every labels/batch_*.csv of the set."""
     first: dict[str, int] = {}
     for path in sorted((out / "labels").glob("batch_*.csv")):
-        first |= _labels(path)
+        first |= label_file(path)
+    return first
+
+
+def score(out: Path) -> dict:
+    """Agreement on the overlap and the share read right by shape, model and source (first reading)."""
+    first = first_reading(out)
     overlaps = {}
     for path in sorted((out / "labels").glob("overlap*.csv")):  # overlap.csv, overlap_2.csv, ...: second readings
-        second = _labels(path)
+        second = label_file(path)
         both = [u for u in second if u in first]
         overlaps[path.stem] = {"read_twice": len(both), "agree": sum(first[u] == second[u] for u in both),
                                "kappa": round(cohen_kappa([first[u] for u in both], [second[u] for u in both]), 3)}

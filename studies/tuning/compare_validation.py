@@ -16,15 +16,9 @@ import random
 from pathlib import Path
 
 from studies.reading import blind_reading
+from studies.reading.corpus import first_reading
 
 RESAMPLES = 2000
-
-
-def labels(folder: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for path in sorted((folder / "labels").glob("batch_*.csv")):
-        out |= {r["uid"]: int(r["label"]) for r in blind_reading.rows(path)}
-    return out
 
 
 def paired_interval(diffs: list[int], seed: int = 0) -> tuple[float, float]:
@@ -34,7 +28,7 @@ def paired_interval(diffs: list[int], seed: int = 0) -> tuple[float, float]:
 
 
 def compare(folder: Path, baseline: str) -> dict:
-    read = labels(folder)
+    read = first_reading(folder)
     by: dict[tuple[str, str], dict[str, int]] = collections.defaultdict(dict)
     for r in blind_reading.rows(folder / "key.csv"):
         if r["uid"] in read and r["sample"] == "0":  # one candidate per (model, source, equation)
