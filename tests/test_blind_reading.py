@@ -26,7 +26,8 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
     for k in (1, 8):
         for i in range(4):
             text = f"problem {i} same" if i < 2 else f"problem {i} at k {k}"  # problems 0, 1: shown at both K
-            shown.append({"k": k, "id": f"t{i}", "equation": "x = num1 + num2", "context": "c", "generated": text,
+            shown.append({"k": k, "id": f"t{i}", "equation": "x = num1 - num2" if i == 3 else "x = num1 + num2",
+                          "context": "c", "generated": text,
                           "verified": str(k == 8 and i % 2 == 0), "evaluator_parse": "x = num1 + num2",
                           "judged_by_evaluator": str(i == 0)})
     _csv(tmp_path / "verify_k_generations.csv", shown)
@@ -41,6 +42,8 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
     assert result["per_k"][8]["verified"] == {"accepted": 2, "right": 2, "precision": 1.0}
     assert result["per_k"][1]["verified"]["precision"] is None  # nothing verified at K = 1 here
     assert result["per_k"][1]["judged_by_evaluator"] == {"accepted": 1, "right": 1, "precision": 1.0}
+    assert result["by_shape"] == {"+": {1: {"shown": 3, "right": 2}, 8: {"shown": 3, "right": 2}},
+                                  "-": {1: {"shown": 1, "right": 0}, 8: {"shown": 1, "right": 0}}}
 
 
 def _read_right(text: str) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from studies.reading import blind_reading
+from studies.reading.corpus import shape
 
 ROOT = Path(__file__).resolve().parents[2]
 READING = ROOT / "data" / "labels" / "verify_judge"  # the committed reading of verify_judge/
@@ -57,7 +58,15 @@ def score(reading: Path) -> dict:
                     "verified": _precision(verified, read.tolist()),
                     "judged_by_evaluator": _precision([r["judged_by_evaluator"] == "True" for r in rows],
                                                       read.tolist())}
-    result = {"problems_read": len(first), "overlap": len(second), "overlap_agree": agree, "per_k": per_k}
+    # Where the shown problems are right, by the equation's shape: what limits the share (a shape never right)
+    equation = {p["uid"]: p["equation"] for p in blind_reading.rows(out / "problems.csv")}
+    by_shape: dict[str, dict[int, list[int]]] = {}
+    for r in key:
+        by_shape.setdefault(shape(equation[r["uid"]]), {}).setdefault(int(r["k"]), []).append(first[r["uid"]])
+    by_shape = {s: {k: {"shown": len(v), "right": sum(v)} for k, v in sorted(ks.items())}
+                for s, ks in sorted(by_shape.items())}
+    result = {"problems_read": len(first), "overlap": len(second), "overlap_agree": agree, "per_k": per_k,
+              "by_shape": by_shape}
     pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
     lines = [f"Blind reading of the problems verified generation showed ({len(first)} distinct problems; the two "
              f"readings of the {len(second)}-problem overlap agree on {agree}).", "",
@@ -69,6 +78,11 @@ def score(reading: Path) -> dict:
         lines.append(f"| {k} | {r['shown']} | {pct(r['read_right'])} [{pct(lo)}, {pct(hi)}] | "
                      f"{pct(r['verified_share'])} | {pct(v['precision'])} ({v['right']} of {v['accepted']}) | "
                      f"{e['accepted']}, {pct(e['precision'])} |")
+    lines += ["", "Read right by the equation's shape (right of shown):", "",
+              "| shape | " + " | ".join(f"K = {k}" for k in per_k) + " |", "|---|" + "---:|" * len(per_k)]
+    for name, ks in by_shape.items():
+        cells = [f"{ks[k]['right']} of {ks[k]['shown']}" if k in ks else "" for k in per_k]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return blind_reading.write_report(out, result, lines)
 
 
