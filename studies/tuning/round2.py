@@ -97,7 +97,8 @@ def main(argv=None) -> None:
           f"({sum(r['label'] for r in round2)} right); tuning {args.base} -> {args.out}", flush=True)
     # .fn: the task's plain function (Prefect's public attribute), so the study runs without a flow or a server.
     result = tune_ours_bundle.fn(params, "rft", args.base, args.out, readings, data.train)
-    summary = {"base": str(args.base), "out": str(args.out), "round1_readings": len(round1),
+    # models/<name>/<dataset>/fold<k>, wherever the clone is
+    summary = {"base": "/".join(args.base.parts[-4:]), "out": "/".join(args.out.parts[-4:]), "round1_readings": len(round1),
                "round1_right": sum(r["label"] for r in round1), "round2_readings": len(round2),
                "round2_right": sum(r["label"] for r in round2),
                **{k: result[k] for k in ("steps", "n", "readings", "right_candidates", "mixed_in", "device")},
