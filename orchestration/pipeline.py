@@ -94,8 +94,8 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
             raise RuntimeError(f"failed: {', '.join(outcome.failed)}; see their output above"
                                + (f" (not started: {', '.join(outcome.not_started)})" if outcome.not_started else ""))
         if push:  # what this run produced, to the DVC remote (.dvc/config): `dvc pull` elsewhere restores it
-            try:
-                dvc(["push", *(targets or [])], PROJECT_ROOT, env)
+            try:  # --with-deps: a target's upstream stages, which this run may have reproduced too
+                dvc(["push", "--with-deps", *targets] if targets else ["push"], PROJECT_ROOT, env)
             except DvcCommandError as e:
                 raise RuntimeError(f"{e} (the results are kept here; push again when the remote is reachable)") from e
 
