@@ -147,7 +147,7 @@ def test_round_two_joins_each_read_candidate_with_its_label_and_refuses_other_sp
     import pytest
 
     from studies.reading.blind_reading import write_rows
-    from studies.tuning.round2 import set_candidates
+    from studies.tuning.variant import set_candidates
 
     columns = ["split", "id", "equation", "shape", "context", "model", "source", "sample", "generated"]
     cands = [{"split": "train", "id": "7", "equation": "x = num1 + num2", "shape": "+", "context": "Sam apples",

@@ -1,0 +1,126 @@
+"""A tuning variant outside the `tune` stage, for studies: ours' generator tuned by RFT or DPO (mwpgen/tuning.py,
+through the stage's own task) with other settings or more readings than the stage uses, chosen on validation reading
+before anything becomes a stage.
+
+    python -m studies.tuning.variant models/ours/arithmetic/fold0 models/ours-rft2/arithmetic/fold0 \
+        --add-set studies/tuning/round2                                   # round 2: both rounds' readings
+    python -m studies.tuning.variant models/ours-rft/arithmetic/fold0 models/ours-rft2s/arithmetic/fold0 \
+        --add-set studies/tuning/round2 --without-corpus                  # round 2, stacked on ours-rft
+    python -m studies.tuning.variant models/ours/arithmetic/fold0 models/ours-dpo-lr1e-5/arithmetic/fold0 \
+        --method dpo --lr 1e-5                                            # DPO at a lower rate
+
+Settings are profiles/tuning.yaml's unless given. The readings are the corpus's (data/labels/corpus, as the stage
+takes them: `tuning.candidates_from`), plus any `--add-set`: a read set in the corpus's layout (candidates/*.csv,
+key.csv, labels/batch_*.csv; studies/reading/corpus.py), e.g. studies/tuning/round2, ours-rft's own candidates for
+200 more training-fold equations. Only training-fold equations tune. Writes tuned_<model>.json (the data sizes,
+steps, time, CPU and settings) beside the bundle's name in studies/tuning/variants/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from studies.reading import blind_reading
+from studies.reading.corpus import first_reading
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = ROOT / "studies" / "tuning" / "variants"
+
+
+def set_candidates(folder: Path) -> list[dict]:
+    """The read candidates of a corpus-layout set (candidates/*.csv, key.csv, labels/batch_*.csv) as
+    mwpgen.data.readings.corpus_candidates gives the corpus's: one dict per read candidate with id, equation,
+    context, generated, label, model, source; training-fold equations only."""
+    label = first_reading(folder)
+    candidates = {}
+    for path in sorted((folder / "candidates").glob("*.csv")):
+        for row in blind_reading.rows(path):
+            candidates[(row["split"], row["id"], row["model"], row["source"], row["sample"])] = row
+    out = []
+    for line, k in enumerate(blind_reading.rows(folder / "key.csv"), start=2):
+        if k["uid"] not in label:
+            continue
+        if k["split"] != "train":
+            raise SystemExit(f"error: {folder / 'key.csv'}:{line}: uid {k['uid']} is a {k['split']!r} problem; "
+                             "only training-fold equations may tune")
+        c = candidates[(k["split"], k["id"], k["model"], k["source"], k["sample"])]
+        out.append({**c, "label": label[k["uid"]], "uid": k["uid"]})
+    return out
+
+
+def tuning_params(profile: Path):
+    """params.yaml with the tuning profile applied, in a scratch copy (params.yaml itself is not touched)."""
+    from mwpgen.config.profiles import apply_profile
+    from mwpgen.config.schema import load_params
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "params.yaml"
+        shutil.copyfile(ROOT / "params.yaml", path)
+        apply_profile(path, profile)
+        return load_params(path)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("base", type=Path, help="the bundle tuned from (e.g. models/ours/arithmetic/fold0)")
+    ap.add_argument("out", type=Path, help="where the tuned bundle goes (models/<name>/arithmetic/fold0)")
+    ap.add_argument("--method", choices=("rft", "dpo"), default="rft")
+    ap.add_argument("--lr", type=float, help="the learning rate (default: the profile's tuning.lr)")
+    ap.add_argument("--beta", type=float, help="DPO's beta (default: the profile's tuning.beta)")
+    ap.add_argument("--add-set", type=Path, action="append", default=[],
+                    help="a read set in the corpus's layout whose readings tune too (e.g. studies/tuning/round2)")
+    ap.add_argument("--without-corpus", action="store_true", help="the --add-set readings only")
+    ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "tuning.yaml")
+    ap.add_argument("--data", type=Path, default=ROOT / "data")
+    args = ap.parse_args(argv)
+
+    from mwpgen import registry
+    from mwpgen.data.folds import load_fold
+    from mwpgen.data.readings import corpus_candidates
+    from mwpgen.runtime import cpu_supports_bf16
+    from studies.learned_judge.compare import cpu_name
+    from tasks.tune import tune_ours_bundle
+
+    params = tuning_params(args.profile)
+    changes = {k: v for k, v in (("lr", args.lr), ("beta", args.beta)) if v is not None}
+    # validated as params.yaml's own values are (a rate of 0 or a negative beta stops here)
+    params = params.model_copy(update={"tuning": type(params.tuning).model_validate(
+        params.tuning.model_dump() | changes)})
+    cfg, exp = params.tuning, params.experiment
+    corpus_rows = [] if args.without_corpus else [
+        r for r in corpus_candidates(ROOT) if r["model"] in cfg.candidates_from]
+    added = [r for folder in args.add_set for r in set_candidates(folder)]
+    everything = load_fold(args.data, "arithmetic", 0, 0, 0, exp.seed, validation_size=exp.validation_size)
+    training_ids = {r["id"] for r in everything.train}
+    readings = [r for r in corpus_rows + added if r["id"] in training_ids]
+    if len(readings) != len(corpus_rows) + len(added):
+        outside = len(corpus_rows) + len(added) - len(readings)
+        raise SystemExit(f"error: {outside} readings are not of training problems")
+    data = load_fold(args.data, "arithmetic", 0, registry.max_train(params, "ours", "arithmetic"),
+                     exp.max_test_of("arithmetic"), exp.seed, validation_size=exp.validation_size)
+    print(f"corpus: {len(corpus_rows)} readings ({sum(r['label'] for r in corpus_rows)} right); added sets: "
+          f"{len(added)} ({sum(r['label'] for r in added)} right); {args.method} {args.base} -> {args.out}", flush=True)
+    # .fn: the task's plain function (Prefect's public attribute), so the study runs without a flow or a server.
+    result = tune_ours_bundle.fn(params, args.method, args.base, args.out, readings, data.train)
+    # models/<name>/<dataset>/fold<k>, wherever the clone is
+    summary = {"base": "/".join(args.base.parts[-4:]), "out": "/".join(args.out.parts[-4:]), "method": args.method,
+               "added_sets": [str(f.resolve().relative_to(ROOT)) if f.resolve().is_relative_to(ROOT) else str(f)
+                              for f in args.add_set], "corpus_readings": len(corpus_rows),
+               "corpus_right": sum(r["label"] for r in corpus_rows), "added_readings": len(added),
+               "added_right": sum(r["label"] for r in added),
+               **{k: result[k] for k in ("steps", "n", "readings", "right_candidates", "mixed_in", "pairs", "device")
+                  if k in result},
+               "wall_s": round(result["wall_s"], 1), "final_loss": round(result["history"][-1]["loss"], 4),
+               "cpu": cpu_name(), "bf16": cpu_supports_bf16(),
+               "tuning": cfg.model_dump()}
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    (RECORDS / f"tuned_{args.out.parts[-3]}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
