@@ -143,7 +143,7 @@ def test_the_validation_comparison_pairs_a_tuned_model_with_ours_by_equation(tmp
     assert result["ours-rft greedy"]["minus_baseline"]["mean"] == 0.5
 
 
-def test_round_two_joins_each_read_candidate_with_its_label_and_refuses_other_splits(tmp_path):
+def test_a_read_set_joins_each_read_candidate_with_its_label_and_refuses_other_splits(tmp_path):
     import pytest
 
     from studies.reading.blind_reading import write_rows

@@ -58,8 +58,8 @@ def run(args: argparse.Namespace) -> dict:
     # where the rule's own recall is below 0.5 the gate cannot reach it: it is then the rule alone
     t_gate = max(lj.threshold_at_recall(gate["validation"], y["validation"], RECALL), 1e-9)
     # the evaluator as models/mwp2eq/<dataset>/fold<k>, wherever the clone is
-    out = {"cpu": cpu_name(), "evaluator": "/".join(Path(args.evaluator).parts[-4:]), "layer": args.layer, "l2": args.l2,
-           "counts": {part: {"n": len(rows), "right": sum(y[part])} for part, rows in parts.items()}}
+    out = {"cpu": cpu_name(), "evaluator": "/".join(Path(args.evaluator).parts[-4:]), "layer": args.layer,
+           "l2": args.l2, "counts": {part: {"n": len(rows), "right": sum(y[part])} for part, rows in parts.items()}}
     for part in ("validation", "test"):
         out[part] = {"rule": figures(rule[part], y[part], 0.5), "probe": figures(p[part], y[part], t_probe),
                      "rule and probe": figures(gate[part], y[part], t_gate)}
