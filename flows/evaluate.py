@@ -1,18 +1,18 @@
 """Stage `evaluate`: score one generator's problems on one fold.
 
-BLEU-4, METEOR and ROUGE-L against the real test problem (pycocoevalcap after its PTB tokenizer, one METEOR JVM);
-ACC-eq = the evaluator mwp2eq (trained on this training fold's real problems only) parses each generated problem
-back into exactly the input equation's symbols; % novel = generated problems whose normalised text is not in the
-training fold; ACC-eq over novel problems only; Dist-3. ACC-eq (equivalent): the parse is symbolically the input
-equation. Consistency (judged): the share of problems the rule judge accepts (mwpgen.judge.judged: the evaluator's
-parse is the equation and the problem passes a reader's surface checks), on every fold, as before there was a
-learned judge. Consistency (learned): the share the fold's learned judge accepts (models/judge/<dataset>/fold<k>,
-stage train_judge: p(problem encodes equation) at least its threshold), only where train_judge adopted one; absent
-elsewhere, so no average mixes the two judges. How far each judge can be trusted: stages train_judge (validation
-readings) and measure_judge (test readings). The per-problem predictions file also keeps each problem's BLEU
-statistics (metrics.bleu_stats) and the judges' verdicts ("judged"; "judge_probability" and "learned_judged" with a
-learned judge), from which the report recomputes the scores on the bootstrap resamples of its paired comparisons.
-"""
+BLEU-4, METEOR and ROUGE-L against the real test problem (pycocoevalcap after its PTB tokenizer, one METEOR JVM); ACC-eq
+= the evaluator mwp2eq (trained on this training fold's real problems only) parses each generated problem back into
+exactly the input equation's symbols; % novel = generated problems whose normalised text is not in the training fold;
+ACC-eq over novel problems only; Dist-3. ACC-eq (equivalent): the parse is symbolically the input equation. Consistency
+(judged): the share of problems the rule judge accepts (mwpgen.judge.judged: the evaluator's parse is the equation and
+the problem passes a reader's surface checks), on every fold, as before there was a learned judge. Consistency
+(learned): the share the fold's learned judge accepts (models/judge/<dataset>/fold<k>, stage train_judge: p(problem
+encodes equation) at least its threshold, and where the judge is gated by the rule, the rule's verdict too), only where
+train_judge adopted one; absent elsewhere, so no average mixes the two judges. How far each judge can be trusted: stages
+train_judge (validation readings) and measure_judge (test readings). The per-problem predictions file also keeps each
+problem's BLEU statistics (metrics.bleu_stats) and the judges' verdicts ("judged"; "judge_probability" and
+"learned_judged" with a learned judge), from which the report recomputes the scores on the bootstrap resamples of its
+paired comparisons."""
 
 from __future__ import annotations
 
@@ -61,9 +61,10 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
             scores, predictions = score_generations(rows, parsed, [r["text"] for r in data.train], scorer)
         scores["consistency_judged"] = judge_predictions(predictions)  # the rule, on every fold
         if has_judge(paths.judge):  # where train_judge adopted one (no_judge.json elsewhere)
-            probabilities, threshold = judge_probabilities(params, paths.judge, [p["generated"] for p in predictions],
-                                                           [p["equation"] for p in predictions])
-            scores["consistency_learned"] = learned_predictions(predictions, probabilities, threshold)
+            probabilities, info = judge_probabilities(params, paths.judge, [p["generated"] for p in predictions],
+                                                      [p["equation"] for p in predictions])
+            # a judge gated by the rule reads each prediction's "judged", just set
+            scores["consistency_learned"] = learned_predictions(predictions, probabilities, info)
         timings = scores.pop("timings_s")
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,

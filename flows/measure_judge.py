@@ -11,8 +11,9 @@ alone) is measured beside it. The report's notes quote the test part. A fold wit
 The fold's learned judge (stage train_judge, models/judge/<dataset>/fold<k>) is measured beside the rule: on the same
 parts of data/labels/judge, and on every blind reading of a test equation the project holds (mwpgen/data/readings.py:
 data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge; none of them fitted or chose it):
-its AUC, precision at recall 0.5 and precision and recall at its threshold (with bootstrap intervals), and the
-rule's verdicts on those same readings. A fold where train_judge adopted no judge records why (its no_judge.json).
+its AUC, precision at recall 0.5 and precision and recall at its threshold (with bootstrap intervals; a judge gated by
+the rule gets the rule's verdicts, as evaluate gives them), and the rule's verdicts on those same readings. A fold where
+train_judge adopted no judge records why (its no_judge.json).
 
 Every bootstrap interval resamples dataset problems (each reading's `group`), each with all its readings: the
 candidates of one problem share most of their text, so they are not independent draws.
@@ -32,7 +33,7 @@ from mwpgen.evaluation.metrics import equation_matches
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.judge import JUDGE_RULE, judged
 from mwpgen.judge_training import measure
-from mwpgen.learned_judge import has_judge, no_judge_reason, read_info
+from mwpgen.learned_judge import JudgeInfo, accepts, gated_scores, has_judge, no_judge_reason
 from mwpgen.paths import PROJECT_ROOT
 from mwpgen.registry import EVALUATOR
 from tasks.judge import judge_probabilities
@@ -75,15 +76,14 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
         result = {"dataset": dataset, "fold": fold, "judge": JUDGE_RULE, "n": len(rows), "labels": "data/labels/judge",
                   "parse_s": round(parse_s, 1)}
         seed = params.experiment.seed
-        threshold, probability_of = None, {}
+        info, probability_of = None, {}
         if learned:
             pairs = list(dict.fromkeys((r["problem"], r["equation"]) for r in rows + tests))
-            probabilities, threshold = judge_probabilities(params, judge_dir, [p for p, _ in pairs],
-                                                           [e for _, e in pairs])
+            probabilities, info = judge_probabilities(params, judge_dir, [p for p, _ in pairs], [e for _, e in pairs])
             probability_of = dict(zip(pairs, probabilities))
             for r in rows:
                 r["judge_probability"] = round(probability_of[(r["problem"], r["equation"])], 4)
-                r["learned_judged"] = probability_of[(r["problem"], r["equation"])] >= threshold
+                r["learned_judged"] = accepts(info, probability_of[(r["problem"], r["equation"])], r["judged"])
         # name in the result -> the verdict of each row: the rule, ACC-eq's, and the learned judge's where it exists
         verdicts = {"judge": "judged", "acc_eq": "acc_eq", **({"learned": "learned_judged"} if learned else {})}
         for part in PARTS:
@@ -96,7 +96,7 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
             for verdict in verdicts:
                 run.metrics({f"{part}_{verdict}_{k}": v for k, v in result[part][verdict].items()
                              if k in ("precision", "recall") and v is not None})
-        result["learned_judge"] = {**learned_on_tests(judge_dir, tests, parse_of, probability_of, threshold, seed),
+        result["learned_judge"] = {**learned_on_tests(info, tests, parse_of, probability_of, seed),
                                    "label_conflicts": conflicts} if learned else \
             {"no_judge": no_judge_reason(judge_dir)}
         for name in ("learned", "rule"):
@@ -119,20 +119,20 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     return result
 
 
-def learned_on_tests(judge_dir, tests: list[dict], parse_of: dict, probability_of: dict, threshold: float,
-                     seed: int) -> dict:
-    """The learned judge and the rule on every test reading: AUC, precision at recall 0.5, precision and recall at
-    the judge's threshold with bootstrap intervals over the dataset problems; the rule's verdicts on the same
-    readings."""
+def learned_on_tests(info: JudgeInfo, tests: list[dict], parse_of: dict, probability_of: dict, seed: int) -> dict:
+    """The learned judge (`info`: what it is) and the rule on every test reading: AUC, precision at recall 0.5 (of p,
+    or for a judge gated by the rule of learned_judge.gated_scores), precision and recall of its verdicts with
+    bootstrap intervals over the dataset problems; the rule's verdicts on the same readings."""
     labels, groups = [r["label"] for r in tests], [r["group"] for r in tests]
     p = [probability_of[(r["problem"], r["equation"])] for r in tests]
     rule = [judged(parse_of[r["problem"]], r["equation"], r["problem"]) for r in tests]
-    info = read_info(judge_dir)
-    quality = verdict_quality([q >= threshold for q in p], labels, seed, groups=groups)
-    return {"judge": f"{info.backbone}, layer {info.layer}, threshold {threshold:.3f}",
+    scores = gated_scores(p, rule) if info.gated_by_rule else p
+    quality = verdict_quality([accepts(info, q, v) for q, v in zip(p, rule)], labels, seed, groups=groups)
+    gate = "gated by the rule, " if info.gated_by_rule else ""
+    return {"judge": f"{info.backbone}, layer {info.layer}, {gate}threshold {info.threshold:.3f}",
             "labels": sorted({r["source"] for r in tests}), "n": len(tests), "consistent": sum(labels),
             "problems": len({r["group"] for r in tests}),
-            "learned": {**measure(p, labels, threshold),
+            "learned": {**measure(scores, labels, info.threshold),
                         **{k: quality[k] for k in ("precision_ci", "recall_ci", "tp", "fp", "fn")}},
             "rule": {**verdict_quality(rule, labels, seed, groups=groups),
                      "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]}}

@@ -1,21 +1,22 @@
 """Stage `train_judge`: the learned consistency judge of one (dataset, fold) (mwpgen/learned_judge.py).
 
-An LM (params `judge.backbone`: the fold's evaluator, or the pre-trained LM) reads "problem: M equation: E
-consistent:"; a linear head on its hidden state after `judge.layer` decoder layers says p(M encodes E). The head is
-fitted on the blind readings of training-fold equations only (the `train` part: data/labels/corpus); with
+An LM (params `judge.backbone`: the fold's evaluator, or the pre-trained LM) reads "problem: M equation: E consistent:";
+a linear head on its hidden state after `judge.layer` decoder layers says p(M encodes E). The head is fitted on the
+blind readings of training-fold equations only (the `train` part: data/labels/corpus and corpus_round2); with
 `judge.finetune_layers` the top layers are trained with it, one run per seed. The readings of validation equations
-(data/labels/judge's dev part, data/labels/verify_pools' validation pools) choose the seed (best AUC) and the
-threshold: the highest that accepts `judge.recall` of the validation problems read right. Test readings are never
-read here: measure_judge measures the judge on them (mwpgen/data/readings.py keeps the parts apart).
+(data/labels/judge's dev part, data/labels/verify_pools' validation pools) choose the seed (best AUC) and the threshold:
+the highest that accepts `judge.recall` of the validation problems read right. Test readings are never read here:
+measure_judge measures the judge on them (mwpgen/data/readings.py keeps the parts apart).
 
-The judge must earn its place: the rule it would replace (mwpgen/judge.py `judged`, with the fold's evaluator's
-greedy parse, as evaluate applies it) judges the same validation readings, and the learned judge is adopted only if
-its precision at the rule's recall is above the rule's precision (mwpgen.judge_training.against_the_rule).
+The rule (mwpgen/judge.py `judged`, with the fold's evaluator's greedy parse, as evaluate applies it) judges the same
+validation readings. The judge is tried alone and gated by the rule (accepting only what the rule accepts); the form
+of higher validation precision at `judge.recall` is kept. It must then earn its place: it is adopted only if its
+precision at its threshold is above the rule's precision (mwpgen.judge_training.against_the_rule).
 
-Writes models/judge/<dataset>/fold<k>: the adopted judge (backbone layers, head, judge.json with its threshold and
-validation figures), or no_judge.json saying why there is none (with the figures); and
+Writes models/judge/<dataset>/fold<k>: the adopted judge (backbone layers, head, judge.json with its threshold, its
+form and validation figures), or no_judge.json saying why there is none (with the figures); and
 metrics/judge_train/<dataset>/fold<k>.json (validation AUC, precision at recall 0.5, precision and recall at the
-threshold, the rule's precision and recall and the judge's precision at that recall, whether it was adopted, the
+threshold, for each form and for the chosen one; the rule's precision and recall; whether it was adopted; the
 readings' counts, any disagreeing readings, wall time), both logged to the fold's MLflow run (`judge x <dataset>` ->
 `fold k`). Every reading was generated on one fold (blind_labels.LABELLED_FOLD): another fold gets a folder saying it
 has no judge. Where there is none, the stages and `mwpgen generate` keep the rule.
@@ -29,7 +30,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
-from mwpgen.data.readings import CHOOSING_SETS, LABELS, readings
+from mwpgen.data.readings import CHOOSING_SETS, CORPORA, LABELS, readings
 from mwpgen.evaluation.blind_labels import LABELLED_FOLD
 from mwpgen.io import write_json
 from mwpgen.judge import judged
@@ -67,7 +68,7 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
     seed = params.experiment.seed
     train = subsample(parts["train"], cfg.max_readings, seed)
     validation = subsample(parts["validation"], cfg.max_readings, seed + 1)
-    check_classes(train, "train", [str(LABELS / "corpus")])
+    check_classes(train, "train", [str(LABELS / name) for name in CORPORA])
     check_classes(validation, "validation", sorted({r["source"] for r in parts["validation"]})
                   or [str(LABELS / s) for s in CHOOSING_SETS[1:]])
     evaluator = paths.evaluator.model_dir
@@ -91,6 +92,7 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
         versus = measured["against_rule"]
         result = {"dataset": dataset, "fold": fold, "backbone": backbone, "layer": cfg.layer,
                   "finetune_layers": cfg.finetune_layers, "adopted": versus["adopted"],
+                  "gated_by_rule": measured["gated_by_rule"],
                   "readings": {"train": _counts(train), "validation": _counts(validation)}, **measured,
                   "label_conflicts": conflicts, "wall_s": round(time.time() - start, 1)}
         write_json(paths.judge_metrics, result)
@@ -99,11 +101,12 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
             "validation_auc": val["auc"], "validation_precision_at_recall_0.5": val["precision_at_recall_0.5"],
             "validation_precision": val["precision"], "validation_recall": val["recall"], "threshold": val["threshold"],
             "rule_validation_precision": versus["rule_precision"], "rule_validation_recall": versus["rule_recall"],
-            "validation_precision_at_rule_recall": versus["learned_precision_at_rule_recall"],
-            "adopted": float(versus["adopted"]), "judge_wall_s": result["wall_s"]}.items() if v is not None})
+            "gated_by_rule": float(measured["gated_by_rule"]), "adopted": float(versus["adopted"]),
+            "judge_wall_s": result["wall_s"]}.items() if v is not None})
         run.artifact(paths.judge_metrics)
-        log.info("judge of %s fold %d: validation AUC %s, precision %s at recall %s (threshold %.3f); %s", dataset,
-                 fold, val["auc"], val["precision"], val["recall"], val["threshold"], versus["reason"])
+        log.info("judge of %s fold %d (%s): validation AUC %s, precision %s at recall %s (threshold %.3f); %s",
+                 dataset, fold, "gated by the rule" if measured["gated_by_rule"] else "alone", val["auc"],
+                 val["precision"], val["recall"], val["threshold"], versus["reason"])
     return result
 
 

@@ -4,11 +4,15 @@
 The head is fitted once on the frozen backbone's hidden states (an exact, seedless fit). With `finetune_layers` the
 top layers are then trained with the head, once per seed, and the seed of best validation AUC is kept. The threshold
 that turns p into a verdict is the highest that still accepts `recall` of the validation readings read right: the
-same rule for every judge, so its validation precision at that recall is what compares judges.
+same rule for every judge, so its validation precision at that recall is what compares judges. The judge is tried
+alone and gated by the rule (it accepts only what the rule accepts, learned_judge.gated_scores); the form of higher
+validation precision at that recall is kept (a tie keeps it alone).
 
 A learned judge replaces the rule (mwpgen/judge.py) only where it earns it (`against_the_rule`): on the same
-validation readings, its precision at the rule's recall must be above the rule's precision. Both figures are
-in-sample for the learned judge (validation chose its seed and threshold), so a tie or a loss keeps the rule.
+validation readings, its precision at its threshold must be above the rule's precision. That is the trade `recall`
+sets: where the rule accepts more of the right problems, the learned judge gives some of them up for precision,
+which is what a shown, "verified" problem needs. Both figures are in-sample for the learned judge (validation chose
+its seed, form and threshold), so a tie or a loss keeps the rule.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from mwpgen.learned_judge import (LearnedJudge, auc, finetune, fit_head, precision_at_recall, precision_recall,
-                                  threshold_at_recall)
+from mwpgen.learned_judge import (LearnedJudge, auc, finetune, fit_head, gated_scores, precision_at_recall,
+                                  precision_recall, threshold_at_recall)
 
 MIN_PER_CLASS = 2  # a logistic fit and a threshold need readings of both kinds; fewer is an error naming the files
 
@@ -62,13 +66,14 @@ def measure(scores: Sequence[float], labels: Sequence[int], threshold: float) ->
             "recall": _finite(at["recall"]), "accepted": at["accepted"]}
 
 
-def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], cfg, *, device: str,
-                   autocast: torch.dtype | None = None,
+def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], rule: Sequence[bool], cfg, *,
+                   device: str, autocast: torch.dtype | None = None,
                    log: Callable[[int, int, int, float], None] | None = None
                    ) -> tuple[LearnedJudge, dict, list[float]]:
     """The judge over `source` (a causal LM folder or model spec; LearnedJudge.from_lm) fitted on the `train`
-    readings and chosen on the `validation` ones, with params' `judge` section `cfg`; its info says what it is and
-    how it measured on validation. Also returns its p of each validation reading (what against_the_rule compares).
+    readings and chosen on the `validation` ones (`rule`: the rule's verdict on each), with params' `judge` section
+    `cfg`; its info says what it is (alone or gated by the rule) and how it measured on validation. Also returns its
+    score of each validation reading: p, or for a gated judge gated_scores (what against_the_rule compares).
     `log(seed, epoch, step, loss)`: fine-tuning progress."""
     p_train, e_train, y_train = ([r[k] for r in train] for k in ("problem", "equation", "label"))
     p_val, e_val, y_val = ([r[k] for r in validation] for k in ("problem", "equation", "label"))
@@ -90,36 +95,60 @@ def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], cf
         if best is None or score > best[0]:
             best = (score, seed, judge, p)
     _, seed, judge, p = best
-    judge.info.threshold = threshold_at_recall(p, y_val, cfg.recall)
-    measured = {"validation": measure(p, y_val, judge.info.threshold), "recall_target": cfg.recall,
+    forms = choose_form(p, rule, y_val, cfg.recall)
+    judge.info.gated_by_rule = forms["gated_by_rule"]
+    chosen = forms["with_rule" if judge.info.gated_by_rule else "alone"]
+    judge.info.threshold = chosen["threshold"]
+    measured = {"validation": chosen, "gated_by_rule": judge.info.gated_by_rule,
+                "forms": {"alone": forms["alone"], "gated_by_rule": forms["with_rule"]}, "recall_target": cfg.recall,
                 "seed": seed if cfg.finetune_layers else None,
                 "seed_auc": {str(k): v for k, v in seed_auc.items()} if cfg.finetune_layers else {}}
     judge.info.measured = measured
-    return judge, measured, p
+    return judge, measured, gated_scores(p, rule) if judge.info.gated_by_rule else p
 
 
-def against_the_rule(p: Sequence[float], rule: Sequence[bool], labels: Sequence[int]) -> dict:
-    """Whether a learned judge (its p of each validation reading) earns the rule's place (`rule`: the rule's verdict
-    on the same readings): its precision at the rule's recall above the rule's precision. The figures, the verdict
-    `adopted`, and `reason`, one sentence saying why."""
-    if not len(p) == len(rule) == len(labels):
-        raise ValueError(f"{len(p)} probabilities, {len(rule)} rule verdicts and {len(labels)} labels: one of each per "
-                         "validation reading")
+MIN_GATED_THRESHOLD = 1e-6  # a gated threshold is above 0, so that what the rule rejects (score 0) is never accepted
+
+
+def choose_form(p: Sequence[float], rule: Sequence[bool], labels: Sequence[int], recall: float) -> dict:
+    """The judge alone (p) and gated by the rule (gated_scores) on validation readings, each at the highest threshold
+    reaching `recall` (measure's figures), and `gated_by_rule`: whether the gated form's precision there is higher
+    (a tie keeps the judge alone). Where the rule's own recall is below `recall`, the gated form is the rule itself."""
+    alone = measure(p, labels, threshold_at_recall(p, labels, recall))
+    gated = gated_scores(p, rule)
+    with_rule = measure(gated, labels, max(threshold_at_recall(gated, labels, recall), MIN_GATED_THRESHOLD))
+    return {"alone": alone, "with_rule": with_rule,
+            "gated_by_rule": _better(with_rule["precision"], alone["precision"])}
+
+
+def _better(a: float | None, b: float | None) -> bool:
+    """a above b, where None (nothing accepted) is below everything."""
+    return a is not None and (b is None or a > b)
+
+
+def against_the_rule(scores: Sequence[float], threshold: float, rule: Sequence[bool], labels: Sequence[int]) -> dict:
+    """Whether a learned judge (its score of each validation reading and its threshold) earns the rule's place
+    (`rule`: the rule's verdict on the same readings): its precision at its threshold above the rule's precision. The
+    figures, the verdict `adopted`, and `reason`, one sentence saying why."""
+    if not len(scores) == len(rule) == len(labels):
+        raise ValueError(f"{len(scores)} judge scores, {len(rule)} rule verdicts and {len(labels)} labels: one of each "
+                         "per validation reading")
     at = _rule_quality(rule, labels)
-    learned = precision_at_recall(p, labels, at["recall"]) if at["recall"] else math.nan
+    learned = precision_recall(scores, labels, threshold)
     figures = {"n": len(labels), "right": int(sum(labels)), "rule_precision": _finite(at["precision"]),
                "rule_recall": _finite(at["recall"]), "rule_accepted": at["accepted"],
-               "learned_precision_at_rule_recall": _finite(learned)}
-    if not at["recall"]:  # the rule accepts no right reading: no recall to compare at, and nothing earned
+               "learned_precision": _finite(learned["precision"]), "learned_recall": _finite(learned["recall"]),
+               "learned_accepted": learned["accepted"]}
+    if not at["recall"]:  # the rule accepts no right reading: nothing to compare with, and nothing earned
         return {**figures, "adopted": False, "reason": (
-            f"the rule accepts none of the {figures['right']} validation readings read right, so there is no recall "
-            "to compare the learned judge at; the rule stays (mwpgen/judge.py)")}
-    adopted = not math.isnan(learned) and learned > at["precision"]
-    compared = (f"on {len(labels)} validation readings the learned judge's precision at the rule's recall "
-                f"{at['recall']:.3f} is {learned:.3f}, the rule's {at['precision']:.3f}")
+            f"the rule accepts none of the {figures['right']} validation readings read right, so there is nothing to "
+            "compare the learned judge with; the rule stays (mwpgen/judge.py)")}
+    adopted = _better(figures["learned_precision"], figures["rule_precision"])
+    compared = (f"on {len(labels)} validation readings the learned judge's precision is {learned['precision']:.3f} at "
+                f"recall {learned['recall']:.3f}, the rule's {at['precision']:.3f} at {at['recall']:.3f}")
     return {**figures, "adopted": adopted,
             "reason": f"{compared}: the learned judge replaces the rule" if adopted else
-            f"{compared}: the learned judge is not better, so the rule stays (mwpgen/judge.py)"}
+            f"{compared}: the learned judge is not more precise, so the rule stays (mwpgen/judge.py)"}
 
 
 def _rule_quality(verdicts: Sequence[bool], labels: Sequence[int]) -> dict:

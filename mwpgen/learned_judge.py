@@ -7,6 +7,11 @@ of one forward pass of the LM. The head is fitted by L2-penalised logistic regre
 states (`fit_head`); `finetune` may then train the top decoder layers and the head together on the same readings.
 A threshold turns p into a verdict; it is chosen on readings of validation equations (`threshold_at_recall`).
 
+A judge may be gated by the rule (mwpgen/judge.py: a parse of the problem is E and the surface checks pass): it then
+accepts only what the rule accepts and whose p reaches the threshold, and ranks by the rule first, then p
+(`gated_scores`). The rule has the parse, which the head lacks; the head ranks what the rule accepts
+(studies/learned_judge/gate.py). Whoever applies a gated judge gives it the rule's verdicts.
+
 The backbone is any causal LM folder: the fold's evaluator (it already reads problems into equations) or the
 pre-trained LM.
 """
@@ -42,12 +47,13 @@ class JudgeInfo:
     layer: int
     threshold: float = 0.5
     trained_layers: int = 0  # decoder layers fine-tuned on the readings (0: a probe on frozen states)
+    gated_by_rule: bool = False  # accepts only what the rule accepts (the module's docstring)
     measured: dict = field(default_factory=dict)
 
 
 # JudgeInfo's fields and the JSON types each may hold (bool is not a number here: `"layer": true` is a mistake)
 _INFO_TYPES = {"backbone": (str,), "layer": (int,), "threshold": (int, float), "trained_layers": (int,),
-               "measured": (dict,)}
+               "gated_by_rule": (bool,), "measured": (dict,)}
 
 
 def _json_object(path: Path) -> dict:
@@ -73,7 +79,7 @@ def read_info(folder: str | Path) -> JudgeInfo:
             ([f"missing key(s) {', '.join(missing)}"] if missing else [])
             + ([f"unknown key(s) {', '.join(unknown)} (known: {', '.join(_INFO_TYPES)})"] if unknown else [])))
     for key, value in data.items():
-        if isinstance(value, bool) or not isinstance(value, _INFO_TYPES[key]):
+        if isinstance(value, bool) is not (_INFO_TYPES[key] == (bool,)) or not isinstance(value, _INFO_TYPES[key]):
             raise ValueError(f"{path}: key {key!r} must be {' or '.join(t.__name__ for t in _INFO_TYPES[key])}, "
                              f"got {value!r}")
     return JudgeInfo(**data)
@@ -172,8 +178,9 @@ class LearnedJudge(torch.nn.Module):
         states = self.hidden(problems, equations, batch_size).to(self.device)
         return torch.sigmoid(self.logits(states)).tolist()
 
-    def accepts(self, probability: float) -> bool:
-        return probability >= self.info.threshold
+    def accepts(self, probability: float, rule: bool | None = None) -> bool:
+        """p reaches the threshold, and for a gated judge the rule accepts too (`rule`: its verdict, required)."""
+        return accepts(self.info, probability, rule)
 
     def save(self, folder: str | Path) -> Path:
         from mwpgen.io import atomic_directory
@@ -206,15 +213,35 @@ class LearnedJudge(torch.nn.Module):
         return judge.to(device).eval()
 
 
-def judge_predictions(predictions: list[dict], probabilities: Sequence[float], threshold: float) -> float:
-    """Add the learned judge's p ("judge_probability", to 4 places) and verdict ("learned_judged": p >= `threshold`,
-    on the unrounded p) to each prediction record of the evaluate stage, one p per record, and return the share it
-    accepts: the "consistency (learned)" score. The rule's "judged" is left as it is (mwpgen.judge)."""
+def accepts(info: JudgeInfo, probability: float, rule: bool | None = None) -> bool:
+    """The verdict of the judge `info` describes on a problem of judge probability `probability`; `rule`: the rule's
+    verdict on it, which a gated judge needs (an error without it)."""
+    if info.gated_by_rule:
+        if rule is None:
+            raise ValueError("this judge is gated by the rule (judge.json: gated_by_rule): give the rule's verdict")
+        if not rule:
+            return False
+    return probability >= info.threshold
+
+
+def gated_scores(probabilities: Sequence[float], rule: Sequence[bool]) -> list[float]:
+    """p where the rule accepts, 0 where it rejects: ranking by it is the rule first, then p; a threshold above 0 on
+    it is the gated verdict."""
+    if len(probabilities) != len(rule):
+        raise ValueError(f"{len(probabilities)} judge probabilities for {len(rule)} rule verdicts")
+    return [float(q) if r else 0.0 for q, r in zip(probabilities, rule)]
+
+
+def judge_predictions(predictions: list[dict], probabilities: Sequence[float], info: JudgeInfo) -> float:
+    """Add the learned judge's p ("judge_probability", to 4 places) and verdict ("learned_judged": `accepts`, on the
+    unrounded p; a gated judge reads the rule's verdict from each record's "judged") to each prediction record of the
+    evaluate stage, one p per record, and return the share it accepts: the "consistency (learned)" score. The rule's
+    "judged" is left as it is (mwpgen.judge)."""
     if len(probabilities) != len(predictions):
         raise ValueError(f"{len(probabilities)} judge probabilities for {len(predictions)} predictions")
     for p, q in zip(predictions, probabilities):
         p["judge_probability"] = round(float(q), 4)
-        p["learned_judged"] = bool(q >= threshold)
+        p["learned_judged"] = accepts(info, q, p.get("judged"))
     return sum(p["learned_judged"] for p in predictions) / max(len(predictions), 1)
 
 

@@ -9,13 +9,14 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
-from mwpgen.learned_judge import LearnedJudge
+from mwpgen.learned_judge import JudgeInfo, LearnedJudge
 from mwpgen.runtime import resolve_device
 
 
 @task(cache_policy=NO_CACHE)
 def judge_probabilities(params: Params, judge_dir: Path, problems: list[str],
-                        equations: list[str]) -> tuple[list[float], float]:
-    """(p(problem encodes equation) per pair, the judge's threshold) of the judge saved in `judge_dir`."""
+                        equations: list[str]) -> tuple[list[float], JudgeInfo]:
+    """(p(problem encodes equation) per pair, what the judge is: its threshold and whether the rule gates it) of the
+    judge saved in `judge_dir`."""
     judge = LearnedJudge.load(judge_dir, resolve_device(params.train.device))
-    return judge.probabilities(problems, equations, batch_size=params.generate.batch_size), judge.info.threshold
+    return judge.probabilities(problems, equations, batch_size=params.generate.batch_size), judge.info

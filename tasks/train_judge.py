@@ -27,10 +27,10 @@ def train_judge_model(params: Params, source: str | Path, backbone: str, train: 
     autocast = autocast_dtype(device, params.train.mixed_precision)
     if needs_grad_scaler(autocast):  # fp16 needs loss scaling, which the judge's short fine-tuning does without
         autocast = None
-    judge, measured, p = fit_and_choose(source, train, validation, params.judge, device=device, autocast=autocast,
-                                        log=on_log)
+    judge, measured, scores = fit_and_choose(source, train, validation, rule, params.judge, device=device,
+                                             autocast=autocast, log=on_log)
     judge.info.backbone = backbone
-    measured["against_rule"] = against_the_rule(p, rule, [r["label"] for r in validation])
+    measured["against_rule"] = against_the_rule(scores, judge.info.threshold, rule, [r["label"] for r in validation])
     if measured["against_rule"]["adopted"]:
         judge.save(out_dir)
     else:  # evaluate, --verify and the served model keep the rule; the figures say what the judge reached

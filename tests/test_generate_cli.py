@@ -341,6 +341,32 @@ def test_a_learned_judge_ranks_by_its_probability_and_verifies_at_its_threshold(
     assert all(q.judge_probability is None and isinstance(q.parsed_equation, str) for q in plain)
 
 
+def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks_those_first(bundle, tiny_judge,
+                                                                                             monkeypatch):
+    import mwpgen.generate.service
+    from mwpgen.generate.service import Service
+
+    service = Service.load(bundle, "cpu", judge=tiny_judge)
+    service.judge.info.gated_by_rule = True
+    p = [0.2, 0.9, 0.5, 0.7, 0.1, 0.6]
+    service.judge.probabilities = lambda texts, equations: p[:len(texts)]
+    parses = iter(["x = num1 - num2", "x = num1 + num2"] * 10)  # the rule's parse: even candidates the equation
+    service.parse = lambda texts: [next(parses) for _ in texts]
+    monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
+    request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
+                             "max_new_tokens": 12})
+    problems = service.answer(request)
+    texts = service._candidates(request)[0]
+    expected = sorted(range(len(texts)), key=lambda i: (i % 2 == 1, -p[i]))  # the rule's first, each group by p
+    assert [q.masked_text for q in problems] == [texts[i] for i in expected][:request.n]
+    # verified: the rule accepts and p reaches 0.5 (0.9 and 0.7 are rejected by the rule)
+    assert [q.verified for q in problems] == [i % 2 == 0 and p[i] >= 0.5 for i in expected][:request.n]
+    assert all(isinstance(q.parsed_equation, str) for q in problems)
+    service.mwp2eq = None  # a model without its co-trained parser cannot gate
+    with pytest.raises(RequestError, match="gated by the rule, which parses with it"):
+        service.answer(request)
+
+
 def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundle, tiny_judge):
     argv = ["--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan", "-n", "2", "--verify", "4",
             "--judge", str(tiny_judge), *FAST]

@@ -160,8 +160,15 @@ def test_the_judged_column_stays_the_rules_and_the_learned_judge_adds_its_own_ve
     assert [p["judged"] for p in rows] == [True, False] and all(set(p) == {"equation", "generated", "parsed",
                                                                            "judged"} for p in rows)
     # consistency (learned): its own share and verdict, on the unrounded p (0.49996 rounds to 0.5 but is below)
-    assert learned_judge.judge_predictions(rows, [0.49996, 0.81234], threshold=0.5) == 0.5
+    alone = learned_judge.JudgeInfo("b", 1, threshold=0.5)
+    assert learned_judge.judge_predictions(rows, [0.49996, 0.81234], alone) == 0.5
     assert [p["learned_judged"] for p in rows] == [False, True] and [p["judged"] for p in rows] == [True, False]
     assert [p["judge_probability"] for p in rows] == [0.5, 0.8123]
+    # gated by the rule: accepted only where "judged" is too (the second's p of 0.9 is not enough)
+    gated = learned_judge.JudgeInfo("b", 1, threshold=0.5, gated_by_rule=True)
+    assert learned_judge.judge_predictions(rows, [0.6, 0.9], gated) == 0.5
+    assert [p["learned_judged"] for p in rows] == [True, False]
+    with pytest.raises(ValueError, match="gated by the rule"):
+        learned_judge.judge_predictions([{"equation": eq, "generated": ok}], [0.9], gated)
     with pytest.raises(ValueError, match="1 judge probabilities for 2 predictions"):
-        learned_judge.judge_predictions(rows, [0.3], threshold=0.5)
+        learned_judge.judge_predictions(rows, [0.3], alone)

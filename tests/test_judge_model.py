@@ -74,6 +74,14 @@ def test_a_malformed_judge_or_no_judge_file_is_named(backbone, tmp_path):
     (judge / lj.INFO_FILE).write_text('{"backbone": "x", "layer": 1, "threshold": "high"}', encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{judge / lj.INFO_FILE}: key 'threshold' must be int or float"):
         lj.LearnedJudge.load(judge)
+    (judge / lj.INFO_FILE).write_text('{"backbone": "x", "layer": 1, "gated_by_rule": 1}', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"{judge / lj.INFO_FILE}: key 'gated_by_rule' must be bool, got 1"):
+        lj.read_info(judge)
+    (judge / lj.INFO_FILE).write_text('{"backbone": "x", "layer": true}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"key 'layer' must be int, got True"):
+        lj.read_info(judge)
+    (judge / lj.INFO_FILE).write_text('{"backbone": "x", "layer": 1, "gated_by_rule": true}', encoding="utf-8")
+    assert lj.read_info(judge).gated_by_rule is True
     (judge / lj.INFO_FILE).write_text("{", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"{judge / lj.INFO_FILE}: not a readable JSON file"):
         lj.read_info(judge)

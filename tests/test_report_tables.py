@@ -92,10 +92,11 @@ def test_the_differences_from_gpt_pre_carry_their_95_percent_intervals():
 
 TRAINED_JUDGE = {"dataset": "arithmetic", "fold": 0, "backbone": "models/mwp2eq/arithmetic/fold0 (the fold's "
                  "evaluator)", "layer": 12, "recall_target": 0.5, "readings": {"train": {"n": 807}}, "adopted": True,
+                 "gated_by_rule": True,
                  "validation": {"n": 969, "right": 183, "auc": 0.8, "threshold": 0.2345, "precision": 0.467,
                                 "recall": 0.5, "accepted": 196},
-                 "against_rule": {"rule_precision": 0.41, "rule_recall": 0.55,
-                                  "learned_precision_at_rule_recall": 0.452, "adopted": True}}
+                 "against_rule": {"rule_precision": 0.41, "rule_recall": 0.55, "learned_precision": 0.467,
+                                  "adopted": True}}
 MEASURED_JUDGE = {"dataset": "arithmetic", "fold": 0, "n": 656, "judge": "rule",
                   "test": {"n": 300, "consistent": 44,
                            "judge": {"precision": 0.5, "recall": 0.568, "precision_ci": [0.4, 0.6],
@@ -136,7 +137,8 @@ def test_the_judged_column_stays_the_rules_and_the_learned_judge_has_its_own():
     assert "so its share overstates how many problems a reader finds right (it accepts 50 of 300" in rule
     learned = _note(group, "consistency (learned)")
     assert "p ≥ 0.234" in learned and "807 blind readings" in learned and "(in-sample, so flattering)" in learned
-    assert "precision, 0.452, is above the rule's 0.410" in learned
+    assert "its precision there is above the rule's, 0.410 at recall 0.550" in learned
+    assert "It accepts what the rule accepts (consistency (judged)) with p ≥ 0.234" in learned
     assert "Against 2027 blind readings" in learned and "precision is 0.410 [0.37, 0.45]" in learned
     assert "the rule on the same readings: 0.450 [0.40, 0.50] and 0.550 [0.50, 0.60]" in learned
     # the learned judge accepts 482 of 2027 where readers found 380 right: it overstates too
@@ -180,7 +182,7 @@ def test_report_json_keeps_the_learned_judges_figures_beside_the_rules():
     summary = judge_summary({**MEASURED_JUDGE, "dev": part, "test": part, "learned_judge": learned}, TRAINED_JUDGE)
     assert summary["learned_validation"]["precision"] == 0.467 and summary["learned_validation"]["threshold"] == 0.2345
     assert summary["learned_validation"]["rule_precision"] == 0.41 and summary["learned_validation"]["adopted"] == 1
-    assert summary["learned_validation"]["learned_precision_at_rule_recall"] == 0.452
+    assert summary["learned_validation"]["rule_recall"] == 0.55 and summary["learned_validation"]["gated_by_rule"] == 1
     assert summary["learned_test"]["auc"] == 0.78 and summary["learned_test"]["rule"] == {"precision": 0.45,
                                                                                           "recall": 0.55}
     assert summary["test"]["learned"]["precision_low"] == 0.4 and summary["dev"]["judge"]["accepted"] == 30

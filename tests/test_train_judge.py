@@ -63,19 +63,21 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     result = _run({"layer": 2, "l2": 0.1})
     paths = FoldPaths(project, None, "arithmetic", 0)
     assert json.loads(paths.judge_metrics.read_text()) == result
-    assert result["readings"] == {"train": {"n": 8, "right": 4, "problems": 4},
+    assert result["readings"] == {"train": {"n": 16, "right": 8, "problems": 8},  # both corpora
                                   "validation": {"n": 16, "right": 8, "problems": 8}}  # judge dev + verify_pools
     val = result["validation"]
     assert val["n"] == 16 and val["auc"] == 1.0 and val["recall"] >= 0.5 and result["wall_s"] >= 0  # separable
     versus = result["against_rule"]  # the rule is read with the fold's evaluator, whatever the judge's backbone
     assert parsed == [paths.evaluator.model_dir] and result["adopted"] is versus["adopted"] is True
-    assert (versus["rule_precision"], versus["rule_recall"], versus["learned_precision_at_rule_recall"]) == (0.5, 1.0,
-                                                                                                            1.0)
+    assert (versus["rule_precision"], versus["rule_recall"], versus["learned_precision"]) == (0.5, 1.0, 1.0)
+    # a rule that accepts everything gates nothing: the two forms tie and the judge stands alone
+    assert result["gated_by_rule"] is False and result["forms"]["gated_by_rule"]["precision"] == 1.0
     assert "replaces the rule" in versus["reason"] and result["label_conflicts"] == []
     assert result["backbone"] == "models/mwp2eq/arithmetic/fold0 (the fold's evaluator)"
     judge = LearnedJudge.load(paths.judge)
     assert judge.info.threshold == pytest.approx(val["threshold"], abs=1e-6) and judge.info.layer == 2
     assert judge.info.measured["validation"] == val and judge.info.backbone == result["backbone"]
+    assert judge.info.gated_by_rule is False
     p = judge.probabilities([problem(True, "apples", 1), problem(False, "apples", 1)], [EQUATION] * 2)
     assert [judge.accepts(q) for q in p] == [q >= val["threshold"] for q in p]
     from tracking.runs import client, experiment_id
@@ -92,12 +94,12 @@ def test_a_judge_that_does_not_beat_the_rule_on_validation_is_not_adopted(projec
     folder = FoldPaths(project, None, "arithmetic", 0).judge
     versus = result["against_rule"]
     assert result["adopted"] is False and (versus["rule_precision"], versus["rule_recall"]) == (1.0, 1.0)
-    assert versus["learned_precision_at_rule_recall"] == 1.0  # a tie: the rule stays
+    assert versus["learned_precision"] == 1.0  # a tie: the rule stays
     assert not has_judge(folder) and result["validation"]["auc"] == 1.0  # both figures are in the metrics
     saved = json.loads((folder / "no_judge.json").read_text())
-    assert saved["reason"] == versus["reason"] and "not better, so the rule stays" in saved["reason"]
+    assert saved["reason"] == versus["reason"] and "not more precise, so the rule stays" in saved["reason"]
     assert saved["figures"] == {"validation": result["validation"], "against_rule": versus}
-    with pytest.raises(FileNotFoundError, match="not better, so the rule stays"):
+    with pytest.raises(FileNotFoundError, match="not more precise, so the rule stays"):
         LearnedJudge.load(folder)
 
 
@@ -137,8 +139,9 @@ def test_a_fold_without_readings_gets_no_judge_and_says_why(project):
 
 
 def test_too_few_readings_of_a_class_or_a_missing_corpus_is_named(project):
-    write_reading_sets(project, right_in_train=1)
-    with pytest.raises(ValueError, match=r"data/labels/corpus: the train readings hold 1 read right and 7 read wrong"):
+    write_reading_sets(project, right_in_train=0)
+    with pytest.raises(ValueError, match=r"data/labels/corpus, data/labels/corpus_round2: the train readings hold 0 "
+                                         r"read right and 16 read wrong"):
         _run({"layer": 1})
     (project / "data" / "labels" / "corpus" / "problems.csv").unlink()
     with pytest.raises(FileNotFoundError, match=r"corpus/problems.csv: no such file"):
@@ -153,18 +156,34 @@ def test_a_subsample_keeps_both_classes_in_proportion():
     assert judge_training.subsample(rows, 0, seed=1) == rows
 
 
-def test_the_rule_is_compared_at_its_own_recall():
+def test_the_learned_judge_must_be_more_precise_than_the_rule_at_its_threshold():
     p, labels = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 0, 1, 1, 0, 0]
     rule = [True, False, True, False, True, False]  # precision 2/3 at recall 2/3
-    versus = judge_training.against_the_rule(p, rule, labels)
-    # the judge's top 3 (0.9, 0.8, 0.7) hold 2 of the 3 right ones, the rule's recall: precision 2/3, a tie
-    assert versus["rule_precision"] == versus["learned_precision_at_rule_recall"] == pytest.approx(0.6667, abs=1e-4)
-    assert versus["adopted"] is False  # not above the rule
-    assert judge_training.against_the_rule([0.9, 0.7, 0.8, 0.6, 0.5, 0.4], rule, labels)["adopted"] is True
-    none = judge_training.against_the_rule(p, [False] * 6, labels)
-    assert none["adopted"] is False and "no recall to compare" in none["reason"] and none["rule_precision"] is None
+    versus = judge_training.against_the_rule(p, 0.7, rule, labels)
+    # p >= 0.7 accepts 0.9, 0.8, 0.7: 2 of the 3 right ones, precision 2/3, a tie
+    assert versus["rule_precision"] == versus["learned_precision"] == pytest.approx(0.6667, abs=1e-4)
+    assert versus["adopted"] is False and versus["learned_accepted"] == 3  # not above the rule
+    adopted = judge_training.against_the_rule(p, 0.9, rule, labels)  # precision 1 at recall 1/3: the trade recall sets
+    assert adopted["adopted"] is True and adopted["learned_recall"] == pytest.approx(0.3333, abs=1e-4)
+    none = judge_training.against_the_rule(p, 0.5, [False] * 6, labels)
+    assert none["adopted"] is False and "nothing to compare" in none["reason"] and none["rule_precision"] is None
+    nothing = judge_training.against_the_rule(p, 1.0, rule, labels)  # accepts nothing: no precision, not adopted
+    assert nothing["learned_precision"] is None and nothing["adopted"] is False
     with pytest.raises(ValueError, match="one of each per validation reading"):
-        judge_training.against_the_rule(p, rule[:2], labels)
+        judge_training.against_the_rule(p, 0.5, rule[:2], labels)
+
+
+def test_the_judge_is_gated_by_the_rule_where_that_is_more_precise_on_validation():
+    labels = [1, 1, 1, 1, 0, 0, 0, 0]
+    p = [0.9, 0.3, 0.8, 0.2, 0.95, 0.85, 0.1, 0.05]  # alone: the two wrong ones at 0.95 and 0.85 come first
+    rule = [True, True, True, True, False, False, True, True]  # rejects exactly those two
+    forms = judge_training.choose_form(p, rule, labels, recall=0.5)
+    assert forms["alone"]["precision"] == 0.5 and forms["with_rule"]["precision"] == 1.0
+    assert forms["gated_by_rule"] is True and forms["with_rule"]["threshold"] == 0.8
+    assert judge_training.choose_form(p, [True] * 8, labels, 0.5)["gated_by_rule"] is False  # a tie: alone
+    # a rule whose recall is below the target: the gated form is the rule itself, never what it rejects
+    low = judge_training.choose_form(p, [True] + [False] * 7, labels, 0.5)
+    assert low["with_rule"]["threshold"] == judge_training.MIN_GATED_THRESHOLD and low["with_rule"]["accepted"] == 1
 
 
 def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_the_rule(project, monkeypatch,

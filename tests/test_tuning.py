@@ -141,27 +141,3 @@ def test_the_validation_comparison_pairs_a_tuned_model_with_ours_by_equation(tmp
     # equation 3 has no ours candidate: counted in its own share, left out of the paired difference
     assert result["ours-rft greedy"]["right"] == 3 and result["ours-rft greedy"]["minus_baseline"]["n"] == 2
     assert result["ours-rft greedy"]["minus_baseline"]["mean"] == 0.5
-
-
-def test_a_read_set_joins_each_read_candidate_with_its_label_and_refuses_other_splits(tmp_path):
-    import pytest
-
-    from studies.reading.blind_reading import write_rows
-    from studies.tuning.variant import set_candidates
-
-    columns = ["split", "id", "equation", "shape", "context", "model", "source", "sample", "generated"]
-    cands = [{"split": "train", "id": "7", "equation": "x = num1 + num2", "shape": "+", "context": "Sam apples",
-              "model": "ours-rft", "source": "greedy", "sample": "0", "generated": RIGHT},
-             {"split": "train", "id": "7", "equation": "x = num1 + num2", "shape": "+", "context": "Sam apples",
-              "model": "ours-rft", "source": "T=1.0", "sample": "0", "generated": WRONG}]
-    write_rows(tmp_path / "candidates" / "ours-rft_train.csv", cands, columns)
-    key = [{"uid": f"k{n}", **{c: r[c] for c in ("split", "id", "shape", "model", "source", "sample")}}
-           for n, r in enumerate(cands)]
-    write_rows(tmp_path / "key.csv", key, list(key[0]))
-    write_rows(tmp_path / "labels" / "batch_01.csv", [{"uid": "k0", "label": 1}], ["uid", "label"])
-    got = set_candidates(tmp_path)  # k1 is not read yet: left out
-    assert [(r["uid"], r["generated"], r["context"], r["label"]) for r in got] == [("k0", RIGHT, "Sam apples", 1)]
-    key[0]["split"] = "validation"
-    write_rows(tmp_path / "key.csv", key, list(key[0]))
-    with pytest.raises(SystemExit, match="key.csv:2: uid k0 is a 'validation' problem"):
-        set_candidates(tmp_path)

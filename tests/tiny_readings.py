@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mwpgen.data.readings import LABELS, SETS
+from mwpgen.data.readings import CORPORA, LABELS, SETS
 
 OBJECTS = ("apples", "pens", "cards", "shells", "coins", "books", "cups", "hats", "keys", "rocks", "toys", "bags",
            "cars", "dolls", "eggs", "figs")
@@ -25,14 +25,16 @@ def _write(path: Path, header: str, rows: list[str]) -> None:
 def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None = None,
                        flipped: tuple[str, ...] = ()) -> list[str]:
     """Every set of SETS under root/data/labels, `per_part` readings of each of the set's parts, half read right
-    (the corpus' train part: `right_in_train` of them when given); the labels of the parts named in `flipped`
+    (the corpora's train parts: `right_in_train` of them when given); the labels of the parts named in `flipped`
     ("dev", "validation", "test") are read the other way. Returns every problem text (a tiny model's
     vocabulary)."""
     texts = []
-    for n, spec in enumerate(SETS):
+    # each set's number names its objects and uids; the second corpus is numbered last, so that the sets read before
+    # it came keep theirs (and the tiny judge's separable readings)
+    for n, spec in enumerate(sorted(SETS, key=lambda s: s.name == "corpus_round2")):
         folder = root / LABELS / spec.name
-        parts = {"corpus": ("train",), "judge": ("dev", "test"), "verify_pools": ("validation", "test")}.get(
-            spec.name, ("test",))
+        parts = {"judge": ("dev", "test"), "verify_pools": ("validation", "test")}.get(
+            spec.name, ("train",) if spec.name in CORPORA else ("test",))
         problems, key, labels = [], [], []
         for part in parts:
             right = right_in_train if part == "train" and right_in_train is not None else per_part // 2
@@ -51,6 +53,6 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
                 _write(folder / f"labels_{name}.csv", "uid,label,note", [f"{r}," for r in labels[k::4]])
         else:
             _write(folder / "key.csv", "uid,split,id", key)
-            first = {"corpus": "labels/batch_01.csv"}.get(spec.name, "labels_a.csv")
+            first = "labels/batch_01.csv" if spec.name in CORPORA else "labels_a.csv"
             _write(folder / first, "uid,label", labels)
     return texts

@@ -4,7 +4,8 @@ train on, be chosen on, and be measured on.
 A reading is a generated problem a reader labelled by the rule of data/labels/evaluator/README.md (1: solving it as
 written computes its equation) seeing only (equation, problem). Its part is that of the equation it was written for
 on LABELLED_FOLD (every set was generated there):
-- `train`: training-fold equations (data/labels/corpus): a judge is fitted on these;
+- `train`: training-fold equations (data/labels/corpus, and corpus_round2: the tuned ours' own candidates for 200
+  more of them): a judge is fitted on these;
 - `validation`: the fold's validation slice (data/labels/judge's dev part, data/labels/verify_pools' validation
   pools): what chooses a judge's threshold, layer or seed;
 - `test`: test equations (data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge): they
@@ -120,8 +121,10 @@ def _test(row: dict) -> str:
 
 
 READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_loss")
+# the sets drawn and read in the corpus's layout (studies/reading/corpus.py): candidates/ beside problems and key
+CORPORA = ("corpus", "corpus_round2")
 SETS = (
-    ReadingSet("corpus", ("labels/batch_*.csv",), "key.csv", _split, "id", ("split",)),
+    *(ReadingSet(name, ("labels/batch_*.csv",), "key.csv", _split, "id", ("split",)) for name in CORPORA),
     # data/labels/judge: its dev part was written for validation equations
     ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv",
                lambda r: {"dev": "validation"}.get(r["part"], r["part"]), "dataset_id", ("part",)),
@@ -132,7 +135,7 @@ SETS = (
 )
 # The sets that hold train and validation readings: all a judge's training stage reads (it never needs the test-only
 # sets: a text read in two parts is kept in the earlier one, so the test sets cannot change these two parts).
-CHOOSING_SETS = ("corpus", "judge", "verify_pools")
+CHOOSING_SETS = (*CORPORA, "judge", "verify_pools")
 
 
 def reading_set(name: str) -> ReadingSet:
@@ -175,13 +178,16 @@ def files(root: Path, sets: tuple[str, ...] | None = None) -> list[Path]:
     return [f for s in SETS if sets is None or s.name in sets for f in s.files(root)]
 
 
-def corpus_candidates(root: Path) -> list[dict]:
-    """The corpus's first readings with what each candidate was written from, for tuning a generator on them: one
+def corpus_candidates(root: Path, name: str = "corpus") -> list[dict]:
+    """A corpus's first readings with what each candidate was written from, for tuning a generator on them: one
     dict per read candidate {"id", "equation", "context", "generated", "label", "model", "source", "uid"}; `context`
-    is the space-separated words its generator was given (data/labels/corpus/candidates). The corpus holds
-    training-fold equations only (`split` train): a generator tuned on it never sees a validation or test label."""
-    folder = root / LABELS / "corpus"
-    corpus = reading_set("corpus")
+    is the space-separated words its generator was given (data/labels/<name>/candidates). `name`: one of CORPORA,
+    which hold training-fold equations only (`split` train): a generator tuned on them never sees a validation or
+    test label."""
+    if name not in CORPORA:
+        raise ValueError(f"{name!r} is not a reading corpus with candidates; known: {', '.join(CORPORA)}")
+    folder = root / LABELS / name
+    corpus = reading_set(name)
     problems_path, key_path, *label_paths = corpus.files(root)
     label = first_reading(label_paths, root)
     candidates: dict[tuple[str, ...], dict] = {}

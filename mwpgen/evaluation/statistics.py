@@ -222,9 +222,10 @@ def judge_summary(measured: dict | None, trained: dict | None = None) -> dict:
         v, versus = trained["validation"], trained.get("against_rule", {})
         out["learned_validation"] = {k: v[k] for k in ("n", "right", "auc", "precision_at_recall_0.5", "threshold",
                                                        "precision", "recall", "accepted") if v.get(k) is not None}
-        out["learned_validation"] |= {k: versus[k] for k in ("rule_precision", "rule_recall",
-                                                             "learned_precision_at_rule_recall")
+        out["learned_validation"] |= {k: versus[k] for k in ("rule_precision", "rule_recall")
                                       if versus.get(k) is not None}
+        if "gated_by_rule" in trained:
+            out["learned_validation"]["gated_by_rule"] = int(trained["gated_by_rule"])
         if "adopted" in trained:
             out["learned_validation"]["adopted"] = int(trained["adopted"])
     if not measured or not measured.get("n"):

@@ -363,14 +363,15 @@ def learned_judge_note(measured: dict | None, trained: dict | None, scores: Sequ
     if not _learned_scores(scores) or not has_learned_judge(trained):
         return []
     v, versus = trained["validation"], trained.get("against_rule", {})
-    adopted = (f" It was adopted because at the rule's validation recall ({versus['rule_recall']:.3f}) its precision, "
-               f"{versus['learned_precision_at_rule_recall']:.3f}, is above the rule's {versus['rule_precision']:.3f} "
-               f"(in-sample for it as well).") if versus.get("rule_recall") is not None and \
-        versus.get("learned_precision_at_rule_recall") is not None else ""
+    adopted = (f" It was adopted because its precision there is above the rule's, {versus['rule_precision']:.3f} at "
+               f"recall {versus['rule_recall']:.3f} (in-sample for it as well).") \
+        if versus.get("rule_recall") is not None and versus.get("rule_precision") is not None else ""
+    gated = trained.get("gated_by_rule")
     text = (f"consistency (learned): the share of problems the learned judge accepts (mwpgen/learned_judge.py, stage "
             f"train_judge: {trained['backbone']} read to layer {trained['layer']}, a linear head fitted on "
             f"{trained['readings']['train']['n']} blind readings of training-fold equations), only on folds where "
             f"train_judge adopted one (empty, not run, elsewhere; never averaged with the rule's column). It accepts "
+            f"{'what the rule accepts (consistency (judged)) with ' if gated else ''}"
             f"p ≥ {v['threshold']:.3f}, the highest threshold reaching recall {trained['recall_target']} on "
             f"{v['n']} readings of validation equations; on those readings, which chose that threshold (in-sample, so "
             f"flattering), its precision is {_ratio('precision', v)} at recall {_ratio('recall', v)}, AUC "

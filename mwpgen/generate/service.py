@@ -11,14 +11,16 @@ For a request it
 3. judges each candidate (only with `verify = K`: without it nothing is checked and no verdict is shown):
    - with a learned judge (mwpgen/learned_judge.py, the train_judge stage's models/judge/<dataset>/fold<k>): its
      probability p that the problem encodes the equation; verified when p reaches the judge's threshold (chosen
-     on readings of validation equations);
+     on readings of validation equations), and where the judge is gated by the rule (judge.json's gated_by_rule),
+     when the rule below accepts it too;
    - without one, the rule the evaluate stage applied before (mwpgen.judge.judged) with the bundle's co-trained
      mwp2eq as its parser: verified when the greedy parse is the input equation symbol for symbol and the problem
      passes a reader's surface checks (every numN of the equation once, no other, a question at the end, and for
      each operator of the equation a word that commonly signals it: mwpgen.judge.OPERATION_CUES);
 4. with `verify = K`, ranks the candidates by the judge and returns the best n (unverified ones only when fewer
    than n passed, and marked so): by p, highest first, with a learned judge; else the verified ones first, each
-   group by the parser's log-likelihood of the input equation per token (how firmly it reads that equation).
+   group by the parser's log-likelihood of the input equation per token (how firmly it reads that equation). A
+   gated judge ranks those the rule accepts first, each group by p.
    Without `verify`, the n samples in order;
 5. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
    the answer from the input equation.
@@ -142,14 +144,21 @@ class Service:
         return cls(generator, tokenizer, load_mwp2eq(folder, device), settings, learned)
 
     @property
+    def gated(self) -> bool:
+        """The learned judge accepts only what the rule accepts: verifying needs the co-trained mwp2eq too."""
+        return self.judge is not None and self.judge.info.gated_by_rule
+
+    @property
     def can_verify(self) -> bool:
-        return self.judge is not None or self.mwp2eq is not None
+        return self.mwp2eq is not None or (self.judge is not None and not self.gated)
 
     def check(self, request: Request) -> Request:
         """What the model itself cannot do, as a RequestError before any generation."""
         if request.verify and not self.can_verify:
-            raise RequestError("verify", "this model has no co-trained mwp2eq (it was trained without L_eq) and no "
-                               "learned judge was given, so it cannot check its problems; drop verify")
+            raise RequestError("verify", "this model has no co-trained mwp2eq (it was trained without L_eq) and "
+                               + ("its learned judge is gated by the rule, which parses with it"
+                                  if self.judge is not None else "no learned judge was given")
+                               + ", so it cannot check its problems; drop verify")
         width = self.settings["context_tokens"]
         n = sum(len(w) for w in encode_joint(self.tokenizer, JointExample(request.equation, "", request.context)).keywords)
         if n > width:
@@ -170,8 +179,14 @@ class Service:
             check_deadline(deadline, "before the judge read the candidates")
             if self.judge is not None:
                 probability = self.judge.probabilities(texts, [request.equation] * len(texts))
-                verified = [self.judge.accepts(p) for p in probability]
-                order.sort(key=lambda i: -probability[i])  # stable: equal p keep sampling order
+                rule: list[bool | None] = [None] * len(texts)
+                if self.gated:
+                    check_deadline(deadline, "before the rule parsed the candidates")
+                    parsed = self.parse(texts)
+                    rule = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
+                verified = [self.judge.accepts(p, r) for p, r in zip(probability, rule)]
+                # stable: equal keys keep sampling order; without the gate every rule[i] is None
+                order.sort(key=lambda i: (rule[i] is False, -probability[i]))
             else:
                 parsed = self.parse(texts)
                 verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]

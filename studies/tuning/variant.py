@@ -3,16 +3,16 @@ through the stage's own task) with other settings or more readings than the stag
 before anything becomes a stage.
 
     python -m studies.tuning.variant models/ours/arithmetic/fold0 models/ours-rft2/arithmetic/fold0 \
-        --add-set studies/tuning/round2                                   # round 2: both rounds' readings
+        --add-set corpus_round2                                          # round 2: both rounds' readings
     python -m studies.tuning.variant models/ours-rft/arithmetic/fold0 models/ours-rft2s/arithmetic/fold0 \
-        --add-set studies/tuning/round2 --without-corpus                  # round 2, stacked on ours-rft
+        --add-set corpus_round2 --without-corpus                         # round 2, stacked on ours-rft
     python -m studies.tuning.variant models/ours/arithmetic/fold0 models/ours-dpo-lr1e-5/arithmetic/fold0 \
         --method dpo --lr 1e-5                                            # DPO at a lower rate
 
 Settings are profiles/tuning.yaml's unless given. The readings are the corpus's (data/labels/corpus, as the stage
-takes them: `tuning.candidates_from`), plus any `--add-set`: a read set in the corpus's layout (candidates/*.csv,
-key.csv, labels/batch_*.csv; studies/reading/corpus.py), e.g. studies/tuning/round2, ours-rft's own candidates for
-200 more training-fold equations. Only training-fold equations tune. Writes tuned_<model>.json (the data sizes,
+takes them: `tuning.candidates_from`), plus any `--add-set`: another reading corpus under data/labels
+(mwpgen.data.readings.CORPORA), e.g. corpus_round2, ours-rft's own candidates for 200 more training-fold equations.
+Only training-fold equations tune. Writes tuned_<model>.json (the data sizes,
 steps, time, CPU and settings) beside the bundle's name in studies/tuning/variants/.
 """
 
@@ -24,32 +24,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from studies.reading import blind_reading
-from studies.reading.corpus import first_reading
+from mwpgen.data.readings import CORPORA, LABELS
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "studies" / "tuning" / "variants"
-
-
-def set_candidates(folder: Path) -> list[dict]:
-    """The read candidates of a corpus-layout set (candidates/*.csv, key.csv, labels/batch_*.csv) as
-    mwpgen.data.readings.corpus_candidates gives the corpus's: one dict per read candidate with id, equation,
-    context, generated, label, model, source; training-fold equations only."""
-    label = first_reading(folder)
-    candidates = {}
-    for path in sorted((folder / "candidates").glob("*.csv")):
-        for row in blind_reading.rows(path):
-            candidates[(row["split"], row["id"], row["model"], row["source"], row["sample"])] = row
-    out = []
-    for line, k in enumerate(blind_reading.rows(folder / "key.csv"), start=2):
-        if k["uid"] not in label:
-            continue
-        if k["split"] != "train":
-            raise SystemExit(f"error: {folder / 'key.csv'}:{line}: uid {k['uid']} is a {k['split']!r} problem; "
-                             "only training-fold equations may tune")
-        c = candidates[(k["split"], k["id"], k["model"], k["source"], k["sample"])]
-        out.append({**c, "label": label[k["uid"]], "uid": k["uid"]})
-    return out
 
 
 def tuning_params(profile: Path):
@@ -71,8 +49,8 @@ def main(argv=None) -> None:
     ap.add_argument("--method", choices=("rft", "dpo"), default="rft")
     ap.add_argument("--lr", type=float, help="the learning rate (default: the profile's tuning.lr)")
     ap.add_argument("--beta", type=float, help="DPO's beta (default: the profile's tuning.beta)")
-    ap.add_argument("--add-set", type=Path, action="append", default=[],
-                    help="a read set in the corpus's layout whose readings tune too (e.g. studies/tuning/round2)")
+    ap.add_argument("--add-set", action="append", default=[], choices=CORPORA[1:],
+                    help="another reading corpus under data/labels whose readings tune too (e.g. corpus_round2)")
     ap.add_argument("--without-corpus", action="store_true", help="the --add-set readings only")
     ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "tuning.yaml")
     ap.add_argument("--data", type=Path, default=ROOT / "data")
@@ -93,7 +71,7 @@ def main(argv=None) -> None:
     cfg, exp = params.tuning, params.experiment
     corpus_rows = [] if args.without_corpus else [
         r for r in corpus_candidates(ROOT) if r["model"] in cfg.candidates_from]
-    added = [r for folder in args.add_set for r in set_candidates(folder)]
+    added = [r for name in args.add_set for r in corpus_candidates(ROOT, name)]
     everything = load_fold(args.data, "arithmetic", 0, 0, 0, exp.seed, validation_size=exp.validation_size)
     training_ids = {r["id"] for r in everything.train}
     readings = [r for r in corpus_rows + added if r["id"] in training_ids]
@@ -108,8 +86,7 @@ def main(argv=None) -> None:
     result = tune_ours_bundle.fn(params, args.method, args.base, args.out, readings, data.train)
     # models/<name>/<dataset>/fold<k>, wherever the clone is
     summary = {"base": "/".join(args.base.parts[-4:]), "out": "/".join(args.out.parts[-4:]), "method": args.method,
-               "added_sets": [str(f.resolve().relative_to(ROOT)) if f.resolve().is_relative_to(ROOT) else str(f)
-                              for f in args.add_set], "corpus_readings": len(corpus_rows),
+               "added_sets": [str(LABELS / name) for name in args.add_set], "corpus_readings": len(corpus_rows),
                "corpus_right": sum(r["label"] for r in corpus_rows), "added_readings": len(added),
                "added_right": sum(r["label"] for r in added),
                **{k: result[k] for k in ("steps", "n", "readings", "right_candidates", "mixed_in", "pairs", "device")
