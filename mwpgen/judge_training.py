@@ -97,8 +97,9 @@ def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], ru
     _, seed, judge, p = best
     forms = choose_form(p, rule, y_val, cfg.recall)
     judge.info.gated_by_rule = forms["gated_by_rule"]
-    chosen = forms["with_rule" if judge.info.gated_by_rule else "alone"]
-    judge.info.threshold = chosen["threshold"]
+    form = "with_rule" if judge.info.gated_by_rule else "alone"
+    chosen = forms[form]
+    judge.info.threshold = forms["thresholds"][form]  # unrounded: the figures' is rounded for reading
     measured = {"validation": chosen, "gated_by_rule": judge.info.gated_by_rule,
                 "forms": {"alone": forms["alone"], "gated_by_rule": forms["with_rule"]}, "recall_target": cfg.recall,
                 "seed": seed if cfg.finetune_layers else None,
@@ -112,12 +113,14 @@ MIN_GATED_THRESHOLD = 1e-6  # a gated threshold is above 0, so that what the rul
 
 def choose_form(p: Sequence[float], rule: Sequence[bool], labels: Sequence[int], recall: float) -> dict:
     """The judge alone (p) and gated by the rule (gated_scores) on validation readings, each at the highest threshold
-    reaching `recall` (measure's figures), and `gated_by_rule`: whether the gated form's precision there is higher
-    (a tie keeps the judge alone). Where the rule's own recall is below `recall`, the gated form is the rule itself."""
-    alone = measure(p, labels, threshold_at_recall(p, labels, recall))
+    reaching `recall` (measure's figures; `thresholds`: each form's, unrounded), and `gated_by_rule`: whether the gated
+    form's precision there is higher (a tie keeps the judge alone). Where the rule's own recall is below `recall`, the
+    gated form is the rule itself."""
     gated = gated_scores(p, rule)
-    with_rule = measure(gated, labels, max(threshold_at_recall(gated, labels, recall), MIN_GATED_THRESHOLD))
-    return {"alone": alone, "with_rule": with_rule,
+    thresholds = {"alone": threshold_at_recall(p, labels, recall),
+                  "with_rule": max(threshold_at_recall(gated, labels, recall), MIN_GATED_THRESHOLD)}
+    alone, with_rule = measure(p, labels, thresholds["alone"]), measure(gated, labels, thresholds["with_rule"])
+    return {"alone": alone, "with_rule": with_rule, "thresholds": thresholds,
             "gated_by_rule": _better(with_rule["precision"], alone["precision"])}
 
 

@@ -367,6 +367,17 @@ def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks
         service.answer(request)
 
 
+def test_a_gated_judges_verdict_says_what_the_rule_read_and_never_signs_p_against_a_rule_no():
+    from types import SimpleNamespace
+
+    rule_no = SimpleNamespace(verified=False, judge_probability=0.81, parsed_equation="x = num1 + num2")
+    text = cli._verified(rule_no, 0.7)
+    assert text.startswith("NO (learned judge gated by the rule: the co-trained mwp2eq reads 'x = num1 + num2'")
+    assert "p = 0.81, threshold 0.70" in text and ">=" not in text and "<" not in text
+    alone = SimpleNamespace(verified=True, judge_probability=0.81, parsed_equation=None)
+    assert cli._verified(alone, 0.7) == "yes (p = 0.81 >= 0.70, learned judge)"
+
+
 def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundle, tiny_judge):
     argv = ["--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan", "-n", "2", "--verify", "4",
             "--judge", str(tiny_judge), *FAST]
@@ -591,17 +602,27 @@ def _with_selector(bundle: Path, tmp_path: Path) -> Path:
                 mwp2eq=load_mwp2eq(bundle))
     return out
 
-def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
-    """studies/verify_k/verify_k.py end to end on the tiny bundle, a tiny evaluator and a two-fold toy dataset."""
+def test_verify_k_makes_the_first_subsample_first_with_the_seeds_of_a_run_in_order():
+    from studies.verify_k.verify_k import run_order
+
+    test = [{"id": str(i)} for i in range(5)]
+    assert run_order(test, [test[3], test[1]]) == [(1, test[1]), (3, test[3]), (0, test[0]), (2, test[2]),
+                                                   (4, test[4])]
+    assert run_order(test, []) == list(enumerate(test))
+
+
+def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tiny_judge, tmp_path):
+    """studies/verify_k/verify_k.py end to end on the tiny bundle, a tiny evaluator, a tiny learned judge and a
+    two-fold toy dataset."""
     data = _toy_data(tmp_path)
     evaluator = Path(str(bundle) + "-base")  # a tiny random LM with the same vocabulary stands in for the evaluator
     with_selector = _with_selector(bundle, tmp_path)
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "studies.verify_k.verify_k", str(with_selector), "--dataset", "toy",
-                           "--fold", "0", "--data", str(data), "--evaluator", str(evaluator), "--k", "1", "3",
-                           "--max-new-tokens", "8", "--device", "cpu", "--out", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
+    argv = [sys.executable, "-m", "studies.verify_k.verify_k", str(with_selector), "--dataset", "toy", "--fold", "0",
+            "--data", str(data), "--evaluator", str(evaluator), "--k", "1", "3", "--max-new-tokens", "8", "--device",
+            "cpu", "--out", str(out), "--judge", str(tiny_judge)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads((out / "verify_k.json").read_text())
     assert [r["k"] for r in result["rows"]] == [1, 3] and result["n_test"] == 3
@@ -610,6 +631,25 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tmp_path):
     assert "| 3 |" in (out / "verify_k.md").read_text() and "| 3 |" in proc.stdout
     rows = list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8"))))
     assert len(rows) == 6 and {r["equation"] for r in rows} <= {e for e, _, _ in RECORDS}
+    assert result["judge"] == str(tiny_judge)  # K = 1 verifies nothing: no probability there
+    assert all(0 <= float(r["judge_probability"]) <= 1 if r["k"] == "3" else r["judge_probability"] == "" for r in rows)
+    # a stopped run resumes: the problems already shown are kept as they are, only the rest is made
+    kept = rows[:4]
+    kept[0]["generated"] = "a problem the first run showed"
+    with open(out / "verify_k_generations.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, list(kept[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    again = subprocess.run([*argv, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8"))))
+    assert [(r["k"], r["id"]) for r in resumed] == [(r["k"], r["id"]) for r in rows]
+    timeless = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
+    # seeded as an uninterrupted run: the rest are made again as they were
+    assert resumed[0]["generated"] == "a problem the first run showed" and timeless(resumed[4:]) == timeless(rows[4:])
+    other = subprocess.run([*argv, "--resume", "--seed", "7"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=300, env=env)
+    assert other.returncode != 0 and "seed differ" in other.stderr
 
 
 def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_readings(bundle, tmp_path):

@@ -70,6 +70,7 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     versus = result["against_rule"]  # the rule is read with the fold's evaluator, whatever the judge's backbone
     assert parsed == [paths.evaluator.model_dir] and result["adopted"] is versus["adopted"] is True
     assert (versus["rule_precision"], versus["rule_recall"], versus["learned_precision"]) == (0.5, 1.0, 1.0)
+    assert versus["learned_accepted"] == val["accepted"]  # the saved threshold gives the verdicts it was chosen for
     # a rule that accepts everything gates nothing: the two forms tie and the judge stands alone
     assert result["gated_by_rule"] is False and result["forms"]["gated_by_rule"]["precision"] == 1.0
     assert "replaces the rule" in versus["reason"] and result["label_conflicts"] == []
@@ -179,7 +180,10 @@ def test_the_judge_is_gated_by_the_rule_where_that_is_more_precise_on_validation
     rule = [True, True, True, True, False, False, True, True]  # rejects exactly those two
     forms = judge_training.choose_form(p, rule, labels, recall=0.5)
     assert forms["alone"]["precision"] == 0.5 and forms["with_rule"]["precision"] == 1.0
-    assert forms["gated_by_rule"] is True and forms["with_rule"]["threshold"] == 0.8
+    assert forms["gated_by_rule"] is True and forms["with_rule"]["threshold"] == forms["thresholds"]["with_rule"] == 0.8
+    # the threshold a judge keeps is the score itself, not the figures' rounding of it (which would drop that reading)
+    fine = judge_training.choose_form([0.1234567, 0.2, 0.9, 0.1], [True] * 4, [1, 0, 1, 0], recall=1.0)
+    assert fine["thresholds"]["alone"] == 0.1234567 and fine["alone"]["threshold"] == 0.123457
     assert judge_training.choose_form(p, [True] * 8, labels, 0.5)["gated_by_rule"] is False  # a tie: alone
     # a rule whose recall is below the target: the gated form is the rule itself, never what it rejects
     low = judge_training.choose_form(p, [True] + [False] * 7, labels, 0.5)
