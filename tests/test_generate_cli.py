@@ -373,7 +373,9 @@ def test_a_gated_judges_verdict_says_what_the_rule_read_and_never_signs_p_agains
     rule_no = SimpleNamespace(verified=False, judge_probability=0.81, parsed_equation="x = num1 + num2")
     text = cli._verified(rule_no, 0.7)
     assert text.startswith("NO (learned judge gated by the rule: the co-trained mwp2eq reads 'x = num1 + num2'")
-    assert "p = 0.81, threshold 0.70" in text and ">=" not in text and "<" not in text
+    assert "p = 0.81, threshold 0.70" in text and ">=" not in text and "<" not in text and "checked" not in text
+    rule_yes = SimpleNamespace(verified=True, judge_probability=0.81, parsed_equation="x = num1 - num2")
+    assert "reads 'x = num1 - num2', numbers and question checked; p = 0.81" in cli._verified(rule_yes, 0.7)
     alone = SimpleNamespace(verified=True, judge_probability=0.81, parsed_equation=None)
     assert cli._verified(alone, 0.7) == "yes (p = 0.81 >= 0.70, learned judge)"
 

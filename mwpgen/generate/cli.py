@@ -340,9 +340,9 @@ def against_threshold(p: float, threshold: float, accepted: bool) -> str:
 def _verified(p, threshold: float | None) -> str:
     if p.judge_probability is not None and threshold is not None and p.parsed_equation is not None:
         # a judge gated by the rule: a NO may be the rule's, so p and the threshold are shown without a verdict sign
+        checked = ", numbers and question checked" if p.verified else ""
         return (f"{'yes' if p.verified else 'NO'} (learned judge gated by the rule: the co-trained mwp2eq reads "
-                f"{p.parsed_equation!r}, numbers and question checked; p = {p.judge_probability:.2f}, threshold "
-                f"{threshold:.2f})")
+                f"{p.parsed_equation!r}{checked}; p = {p.judge_probability:.2f}, threshold {threshold:.2f})")
     if p.judge_probability is not None and threshold is not None:
         return (f"{'yes' if p.verified else 'NO'} (p = {against_threshold(p.judge_probability, threshold, p.verified)}"
                 ", learned judge)")
