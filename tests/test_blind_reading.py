@@ -45,6 +45,22 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
     assert result["by_shape"] == {"+": {1: {"shown": 3, "right": 2}, 8: {"shown": 3, "right": 2}},
                                   "-": {1: {"shown": 1, "right": 0}, 8: {"shown": 1, "right": 0}}}
 
+    # the same shown problems in two sets read apart (the first 3 rows, then the rest), scored together
+    first, rest = tmp_path / "first", tmp_path / "rest"
+    read_verify_k.build(tmp_path, rest, skip=3, prefix="s")
+    (tmp_path / "head").mkdir()
+    _csv(tmp_path / "head" / "verify_k_generations.csv", shown[:3])
+    read_verify_k.build(tmp_path / "head", first)
+    for part in (first, rest):
+        texts = list(csv.DictReader((part / "problems.csv").read_text(encoding="utf-8").splitlines()))
+        _csv(part / "labels_a.csv", [{"uid": p["uid"], "label": int(p["problem"].startswith(("problem 0",
+                                                                                              "problem 2")))}
+                                     for p in texts])
+    together = read_verify_k.score(first, rest, report=tmp_path / "together")
+    assert together["per_k"] == result["per_k"] and together["by_shape"] == result["by_shape"]
+    with pytest.raises(SystemExit, match="in another set too"):
+        read_verify_k.score(reading, reading, report=tmp_path / "twice")
+
 
 def _read_right(text: str) -> int:
     """The readers of these tests: ours always right, GPT-pre on the problems with an even number."""

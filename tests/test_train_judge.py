@@ -228,3 +228,27 @@ def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_t
     judge = LearnedJudge.load(FoldPaths(project, None, "arithmetic", 0).judge)
     p = judge.probabilities([shown[r["uid"]]["problem"] for r in rows], [shown[r["uid"]]["equation"] for r in rows])
     assert len(rows) == 16 and [r["learned_judged"] for r in rows] == [q >= threshold for q in p]
+
+
+def test_measure_judge_gives_a_gated_judge_the_rules_verdicts(project, monkeypatch, weak_rule):
+    """A judge gated by the rule accepts in measure_judge only what the rule accepts, and is ranked on its gated
+    scores: the rule rejects every problem here, so it accepts none, whatever its p."""
+    import flows.measure_judge as measuring
+
+    _run({"layer": 2, "l2": 0.1})
+    folder = FoldPaths(project, None, "arithmetic", 0).judge
+    info = json.loads((folder / "judge.json").read_text())
+    (folder / "judge.json").write_text(json.dumps(info | {"gated_by_rule": True, "threshold": 1e-6}))
+    monkeypatch.setattr(measuring, "PROJECT_ROOT", project)
+    monkeypatch.setattr(measuring, "LABELS", project / "data" / "labels" / "judge")
+    monkeypatch.setattr(measuring, "fold_paths", lambda model, d, k: FoldPaths(project, model, d, k))
+    monkeypatch.setattr(measuring, "judge_probabilities", measuring.judge_probabilities.fn)
+    monkeypatch.setattr(measuring, "predict_equations", lambda params, folder, texts: ["x = num1"] * len(texts))
+    params = validate_params({"train": {"device": "cpu"}})
+    with disable_run_logger():
+        result = measuring.measure_judge.fn(params, "arithmetic", 0)
+    on = result["learned_judge"]
+    assert "gated by the rule" in on["judge"] and on["rule"]["accepted"] == 0
+    assert on["learned"]["accepted"] == 0 and on["learned"]["auc"] == 0.5  # every gated score is 0: all tied
+    rows = [json.loads(line) for line in (project / "results/judge/arithmetic/fold0.jsonl").read_text().splitlines()]
+    assert rows and not any(r["learned_judged"] for r in rows) and not any(r["judged"] for r in rows)

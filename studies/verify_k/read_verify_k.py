@@ -3,6 +3,9 @@ and how often is "verified: yes" right, per K?
 
     python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # data/labels/verify_judge/
     python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # its reading.{json,md}
+    python -m studies.verify_k.read_verify_k build DIR --skip 100 --prefix s --reading DIR/reading_rest
+    python -m studies.verify_k.read_verify_k score DIR --reading DIR/reading --reading DIR/reading_rest \
+        --report DIR/reading_all                                                      # two sets read apart, together
 
 `build` makes a blind reading set (studies/reading/blind_reading.py) of <dir>/verify_k_generations.csv in the reading
 folder (`--reading`, default data/labels/verify_judge: the stages that measure a judge read it there): the
@@ -31,8 +34,11 @@ RESAMPLES = 1000
 KEY = ["k", "id", "verified", "judged_by_evaluator"]
 
 
-def build(folder: Path, reading: Path) -> None:
-    blind_reading.build(reading, blind_reading.rows(folder / "verify_k_generations.csv"), KEY)
+def build(folder: Path, reading: Path, skip: int = 0, prefix: str = "r") -> None:
+    """The blind set of the problems <folder>/verify_k_generations.csv shows after its first `skip` rows (a set of
+    those was built apart: verify_k.py's --first subset), with uids `prefix`NNNN (distinct per set, so that sets
+    read apart are scored together)."""
+    blind_reading.build(reading, blind_reading.rows(folder / "verify_k_generations.csv")[skip:], KEY, prefix)
 
 
 def _precision(flags: list[bool], read: list[int]) -> dict:
@@ -41,9 +47,21 @@ def _precision(flags: list[bool], read: list[int]) -> dict:
             "precision": sum(accepted) / len(accepted) if accepted else None}
 
 
-def score(reading: Path) -> dict:
-    out = reading
-    key, first, second = blind_reading.labels(out)
+def score(reading: Path, *more: Path, report: Path | None = None) -> dict:
+    """The figures of one reading set, or of several read apart (uids distinct: build's `prefix`) taken together;
+    reading.{json,md} go to `report` (default: the one set's folder)."""
+    if more and report is None:
+        raise SystemExit("error: several reading sets are scored together into a --report folder; give one")
+    out = report or reading
+    key, first, second = [], {}, {}
+    for folder in (reading, *more):
+        k, f, s = blind_reading.labels(folder)
+        clash = set(f) & set(first)
+        if clash:
+            raise SystemExit(f"error: {folder}: uid {sorted(clash)[0]} is in another set too (build each with its "
+                             "own --prefix)")
+        key, first, second = key + k, first | f, second | s
+    out.mkdir(parents=True, exist_ok=True)
     agree = sum(first[u] == y for u, y in second.items())
     rng = np.random.default_rng(blind_reading.SEED)
     per_k = {}
@@ -59,7 +77,8 @@ def score(reading: Path) -> dict:
                     "judged_by_evaluator": _precision([r["judged_by_evaluator"] == "True" for r in rows],
                                                       read.tolist())}
     # Where the shown problems are right, by the equation's shape: what limits the share (a shape never right)
-    equation = {p["uid"]: p["equation"] for p in blind_reading.rows(out / "problems.csv")}
+    equation = {p["uid"]: p["equation"] for folder in (reading, *more)
+                for p in blind_reading.rows(folder / "problems.csv")}
     by_shape: dict[str, dict[int, list[int]]] = {}
     for r in key:
         by_shape.setdefault(shape(equation[r["uid"]]), {}).setdefault(int(r["k"]), []).append(first[r["uid"]])
@@ -90,10 +109,20 @@ def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("command", choices=("build", "score"))
     cli.add_argument("folder", type=Path, help="verify_k.py's --out folder")
-    cli.add_argument("--reading", type=Path, default=READING, help="the blind reading set's folder (default: "
-                     "data/labels/verify_judge)")
+    cli.add_argument("--reading", type=Path, action="append", help="the blind reading set's folder (default: "
+                     "data/labels/verify_judge); score: several, read apart, are scored together into --report")
+    cli.add_argument("--skip", type=int, default=0, help="build: leave out the first N shown problems (a set of "
+                     "them was built apart)")
+    cli.add_argument("--prefix", default="r", help="build: the set's uid prefix (distinct for sets scored together)")
+    cli.add_argument("--report", type=Path, help="score: where reading.{json,md} go (default: the one set's folder)")
     args = cli.parse_args()
-    build(args.folder, args.reading) if args.command == "build" else score(args.reading)
+    readings = args.reading or [READING]
+    if args.command == "build":
+        if len(readings) > 1:
+            raise SystemExit("error: build makes one reading set: give one --reading")
+        build(args.folder, readings[0], args.skip, args.prefix)
+    else:
+        score(*readings, report=args.report)
 
 
 if __name__ == "__main__":
