@@ -48,9 +48,7 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
     # the same shown problems in two sets read apart (the first 3 rows, then the rest), scored together
     first, rest = tmp_path / "first", tmp_path / "rest"
     read_verify_k.build(tmp_path, rest, skip=3, prefix="s")
-    (tmp_path / "head").mkdir()
-    _csv(tmp_path / "head" / "verify_k_generations.csv", shown[:3])
-    read_verify_k.build(tmp_path / "head", first)
+    read_verify_k.build(tmp_path, first, rows=3)
     for part in (first, rest):
         texts = list(csv.DictReader((part / "problems.csv").read_text(encoding="utf-8").splitlines()))
         _csv(part / "labels_a.csv", [{"uid": p["uid"], "label": int(p["problem"].startswith(("problem 0",

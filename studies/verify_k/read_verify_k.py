@@ -3,6 +3,7 @@ and how often is "verified: yes" right, per K?
 
     python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # data/labels/verify_judge/
     python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # its reading.{json,md}
+    python -m studies.verify_k.read_verify_k build DIR --rows 100 --reading DIR/reading    # read while the rest is made
     python -m studies.verify_k.read_verify_k build DIR --skip 100 --prefix s --reading DIR/reading_rest
     python -m studies.verify_k.read_verify_k score DIR --reading DIR/reading --reading DIR/reading_rest \
         --report DIR/reading_all                                                      # two sets read apart, together
@@ -34,11 +35,12 @@ RESAMPLES = 1000
 KEY = ["k", "id", "verified", "judged_by_evaluator"]
 
 
-def build(folder: Path, reading: Path, skip: int = 0, prefix: str = "r") -> None:
+def build(folder: Path, reading: Path, skip: int = 0, prefix: str = "r", rows: int = 0) -> None:
     """The blind set of the problems <folder>/verify_k_generations.csv shows after its first `skip` rows (a set of
-    those was built apart: verify_k.py's --first subset), with uids `prefix`NNNN (distinct per set, so that sets
-    read apart are scored together)."""
-    blind_reading.build(reading, blind_reading.rows(folder / "verify_k_generations.csv")[skip:], KEY, prefix)
+    those was built apart: verify_k.py's --first subset), `rows` of them (0: all), with uids `prefix`NNNN (distinct
+    per set, so that sets read apart are scored together)."""
+    shown = blind_reading.rows(folder / "verify_k_generations.csv")[skip:]
+    blind_reading.build(reading, shown[:rows] if rows else shown, KEY, prefix)
 
 
 def _precision(flags: list[bool], read: list[int]) -> dict:
@@ -113,6 +115,7 @@ def main() -> None:
                      "data/labels/verify_judge); score: several, read apart, are scored together into --report")
     cli.add_argument("--skip", type=int, default=0, help="build: leave out the first N shown problems (a set of "
                      "them was built apart)")
+    cli.add_argument("--rows", type=int, default=0, help="build: only the first N shown problems (after --skip)")
     cli.add_argument("--prefix", default="r", help="build: the set's uid prefix (distinct for sets scored together)")
     cli.add_argument("--report", type=Path, help="score: where reading.{json,md} go (default: the one set's folder)")
     args = cli.parse_args()
@@ -120,7 +123,7 @@ def main() -> None:
     if args.command == "build":
         if len(readings) > 1:
             raise SystemExit("error: build makes one reading set: give one --reading")
-        build(args.folder, readings[0], args.skip, args.prefix)
+        build(args.folder, readings[0], args.skip, args.prefix, args.rows)
     else:
         score(*readings, report=args.report)
 
