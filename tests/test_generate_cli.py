@@ -649,6 +649,10 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tiny_judge
     timeless = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
     # seeded as an uninterrupted run: the rest are made again as they were
     assert resumed[0]["generated"] == "a problem the first run showed" and timeless(resumed[4:]) == timeless(rows[4:])
+    only_score = subprocess.run([*argv, "--resume", "--make", "0"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=300, env=env)  # nothing made: what is shown is scored again as it is
+    assert only_score.returncode == 0 and json.loads((out / "verify_k.json").read_text())["rows"][1]["n"] == 3
+    assert list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8")))) == resumed
     other = subprocess.run([*argv, "--resume", "--seed", "7"], cwd=ROOT, capture_output=True, text=True,
                            timeout=300, env=env)
     assert other.returncode != 0 and "seed differ" in other.stderr

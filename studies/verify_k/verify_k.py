@@ -127,6 +127,8 @@ def run(args: argparse.Namespace) -> dict:
             for i, record in run_order(test, first):
                 if (k, record["id"]) in done:
                     continue
+                if args.make is not None and made >= args.make:
+                    break  # --make: the rest is left for a later --resume
                 began = time.perf_counter()
                 request = Request(equation=record["equation"], context=contexts[record["id"]],
                                   given=record["equation"], n=1, seed=args.seed + i, verify=k if k > 1 else 0,
@@ -206,6 +208,8 @@ def main(argv=None) -> None:
                     "goes first, so a run stopped early has measured it; seeds stay as in a run in order")
     ap.add_argument("--resume", action="store_true", help="keep the problems an earlier run of the same settings "
                     "showed in --out and make only the rest")
+    ap.add_argument("--make", type=int, help="make at most N problems per K this run, then score what is shown "
+                    "(0: only score; the rest is left for a later --resume)")
     ap.add_argument("--out", type=Path, default=ROOT / "studies" / "verify_k")
     args = ap.parse_args(argv)
     if min(args.k) < 1:
