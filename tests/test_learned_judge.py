@@ -40,7 +40,8 @@ def test_cross_validation_never_scores_a_group_it_was_fitted_on():
 
 
 def test_the_gate_ranks_what_the_rule_accepts_by_the_probe_and_rejects_the_rest():
-    from studies.learned_judge.gate import figures, gated
+    from mwpgen.learned_judge import gated_scores as gated
+    from studies.learned_judge.gate import figures
 
     p, rule, y = [0.9, 0.2, 0.8, 0.7, 0.95], [1, 1, 1, 0, 0], [1, 0, 0, 1, 0]
     assert gated(p, rule) == [0.9, 0.2, 0.8, 0.0, 0.0]

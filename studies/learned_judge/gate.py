@@ -28,11 +28,6 @@ from studies.learned_judge.compare import cpu_name, hidden_by_layer, probe, rule
 RECALL = 0.5
 
 
-def gated(p: list[float], rule: list[float]) -> list[float]:
-    """The probe's p where the rule accepts, 0 where it rejects: ranking by it is the rule first, then the probe."""
-    return [q if r else 0.0 for q, r in zip(p, rule)]
-
-
 def figures(p: list[float], y: list[int], threshold: float) -> dict:
     at = lj.precision_recall(p, y, threshold)
     return {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, RECALL), 4),
@@ -51,7 +46,7 @@ def run(args: argparse.Namespace) -> dict:
     p = {part: probe(states["train"], y["train"], states[part], args.l2) for part in ("validation", "test")}
     verdicts = rule_verdicts(args.evaluator, parts["validation"] + parts["test"])  # one load of the parser
     rule = {"validation": verdicts[:len(parts["validation"])], "test": verdicts[len(parts["validation"]):]}
-    gate = {part: gated(p[part], rule[part]) for part in ("validation", "test")}
+    gate = {part: lj.gated_scores(p[part], rule[part]) for part in ("validation", "test")}
     # thresholds chosen on validation: the rule's is its verdict (0.5 between 0 and 1); the probe's and the gate's
     # the highest that keeps recall 0.5 there
     t_probe = lj.threshold_at_recall(p["validation"], y["validation"], RECALL)
