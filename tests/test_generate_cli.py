@@ -314,7 +314,7 @@ def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_
     assert [p.rank for p in problems] == list(range(1, len(problems) + 1))
     n = len(problems)  # distinct candidates (duplicates dropped): candidate i got firmness [...][i]
     expected = sorted(range(n), key=lambda i: (i % 2 == 1, -[-0.5, -0.1, -2.0, -0.3, -1.0, -0.2][i]))
-    texts = service._candidates(request)[0]
+    texts = service.candidates(request, service.prompt(request))
     assert [p.masked_text for p in problems] == [texts[i] for i in expected][:request.n]
 
 
@@ -350,13 +350,13 @@ def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks
     service.judge.info.gated_by_rule = True
     p = [0.2, 0.9, 0.5, 0.7, 0.1, 0.6]
     service.judge.probabilities = lambda texts, equations: p[:len(texts)]
-    parses = iter(["x = num1 - num2", "x = num1 + num2"] * 10)  # the rule's parse: even candidates the equation
-    service.parse = lambda texts: [next(parses) for _ in texts]
-    monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
                              "max_new_tokens": 12})
+    texts = service.candidates(request, service.prompt(request))
+    # the rule's parse: even candidates (in sampling order) read as the equation
+    service.parse = lambda rows: ["x = num1 - num2" if texts.index(t) % 2 == 0 else "x = num1 + num2" for t in rows]
+    monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
     problems = service.answer(request)
-    texts = service._candidates(request)[0]
     expected = sorted(range(len(texts)), key=lambda i: (i % 2 == 1, -p[i]))  # the rule's first, each group by p
     assert [q.masked_text for q in problems] == [texts[i] for i in expected][:request.n]
     # verified: the rule accepts and p reaches 0.5 (0.9 and 0.7 are rejected by the rule)
@@ -365,6 +365,36 @@ def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks
     service.mwp2eq = None  # a model without its co-trained parser cannot gate
     with pytest.raises(RequestError, match="gated by the rule, which parses with it"):
         service.answer(request)
+
+
+def test_a_gated_judge_reads_by_probability_until_n_are_accepted_and_shows_what_a_full_read_shows(
+        bundle, tiny_judge, monkeypatch):
+    import random
+
+    import mwpgen.generate.service
+    from mwpgen.generate.service import Service
+
+    service = Service.load(bundle, "cpu", judge=tiny_judge)
+    service.judge.info.gated_by_rule = True
+    monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
+    rng = random.Random(0)
+    for n in (1, 2, 5, 40):
+        texts = [f"t{i}" for i in range(32)]
+        p = [rng.random() for _ in texts]
+        accepted = {t for t in texts if rng.random() < 0.3}
+        calls = []
+        service.parse = lambda rows: calls.append(list(rows)) or [
+            "x = num1 - num2" if t in accepted else "x = num1 + num2" for t in rows]
+        parsed, rule = service.rule_by_probability(texts, "x = num1 - num2", p, n, chunk=8)
+        read = [t for c in calls for t in c]
+        assert read == [texts[i] for i in sorted(range(32), key=lambda i: -p[i])][:len(read)]  # highest p first
+        assert all(len(c) <= 8 for c in calls)
+        found = sum(r is True for r in rule)
+        assert found >= min(n, len(accepted)) and (len(read) == 32 or found - n < 8)
+        assert [r is None for r in rule] == [x is None for x in parsed] == [t not in read for t in texts]
+        full = [t in accepted for t in texts]  # every candidate read
+        shown = sorted(range(32), key=lambda i: (rule[i] is not True, -p[i]))[:n]
+        assert shown == sorted(range(32), key=lambda i: (not full[i], -p[i]))[:n]
 
 
 def test_a_gated_judges_verdict_says_what_the_rule_read_and_never_signs_p_against_a_rule_no():
@@ -699,3 +729,20 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
         assert kind["pools"] == 2 and kind["candidates_right"] == 1.0
         assert all(r["pool_holds_right"] == 1.0 for r in kind["per_k"].values())
     assert kinds["greedy + T=1"]["candidates"] == kinds["T=1"]["candidates"] + 2
+
+
+@pytest.mark.parametrize("top_p, temperature", [(0.9, 1.0), (0.5, 0.7), (0.99, 1.3)])
+def test_top_p_keeps_the_tokens_transformers_top_p_keeps(top_p, temperature):
+    from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper
+
+    from mwpgen.generate.service import TopP
+
+    torch.manual_seed(0)
+    peaked = torch.randn(6, 5000) * 8  # nucleus within the top k
+    flat = torch.randn(6, 5000) * 0.3  # nucleus past the top k: the full sort
+    scores = torch.cat([peaked, flat])
+    expected = TopPLogitsWarper(top_p)(None, TemperatureLogitsWarper(temperature)(None, scores.clone()))
+    ours = TopP(top_p, temperature, k=64)(None, scores.clone())
+    assert torch.equal(torch.isinf(ours), torch.isinf(expected))
+    assert torch.allclose(ours[~torch.isinf(ours)], expected[~torch.isinf(expected)])
+    assert (~torch.isinf(ours[6:])).sum(-1).min() > 64  # the flat rows did take the fallback

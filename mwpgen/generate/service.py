@@ -5,9 +5,7 @@ For a request it
 1. builds the generator's prompt exactly as training and the generate stage do (mwpgen.ours.inputs.prompt_embeddings):
    the equation, then the context slot of the bundle's `context_tokens` embeddings (the user's keywords, every word
    kept as the selector's picks are, then zero vectors), then " problem:";
-2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several) and scores each by the generator's
-   mean token log-likelihood of the text and its EOS, teacher-forced as in training (one forward pass; decoding
-   scores would be those of the warped top-p distribution);
+2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several);
 3. judges each candidate (only with `verify = K`: without it nothing is checked and no verdict is shown):
    - with a learned judge (mwpgen/learned_judge.py, the train_judge stage's models/judge/<dataset>/fold<k>): its
      probability p that the problem encodes the equation; verified when p reaches the judge's threshold (chosen
@@ -20,9 +18,11 @@ For a request it
 4. with `verify = K`, ranks the candidates by the judge and returns the best n (unverified ones only when fewer
    than n passed, and marked so): by p, highest first, with a learned judge; else the verified ones first, each
    group by the parser's log-likelihood of the input equation per token (how firmly it reads that equation). A
-   gated judge ranks those the rule accepts first, each group by p.
-   Without `verify`, the n samples in order;
-5. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
+   gated judge ranks those the rule accepts first, each group by p (so the rule reads the candidates in order of p
+   and stops once n are accepted: the rest cannot be shown). Without `verify`, the n samples in order;
+5. scores each shown problem by the generator's mean token log-likelihood of the text and its EOS, teacher-forced
+   as in training (one forward pass; decoding scores would be those of the warped top-p distribution);
+6. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
    the answer from the input equation.
 The co-trained mwp2eq and the learned judge only choose what is shown here; the independent evaluator alone scores
 ACC-eq.
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
+from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from mwpgen.data.masking import number_value
 from mwpgen.generate.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
@@ -66,6 +66,31 @@ class _PastDeadline(StoppingCriteria):
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
         return torch.full((input_ids.shape[0],), time.monotonic() > self.deadline, dtype=torch.bool,
                           device=input_ids.device)
+
+
+class TopP(LogitsProcessor):
+    """The temperature, then nucleus filtering as transformers' TopPLogitsWarper does it (a token is kept while the
+    probability of the tokens more probable than it is below `top_p`; the most probable is always kept), found among
+    each row's `k` most probable tokens: sorting the whole vocabulary (49,152 tokens, 32 rows) took a quarter of a
+    sampling step on 2 cores. A row whose nucleus is not within its top `k` falls back to the full sort. Both in one
+    processor because transformers applies a caller's processors before its own temperature."""
+
+    def __init__(self, top_p: float, temperature: float = 1.0, k: int = 256):
+        self.top_p, self.temperature, self.k = top_p, temperature, k
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.temperature != 1.0:
+            scores = scores / self.temperature
+        probs = scores.softmax(dim=-1)
+        top, index = probs.topk(min(self.k, probs.shape[-1]), dim=-1)  # descending
+        keep = torch.zeros_like(scores, dtype=torch.bool)
+        keep.scatter_(1, index, (top.cumsum(-1) - top) < self.top_p)
+        wide = top.sum(-1) < self.top_p  # the nucleus reaches past the top k
+        if bool(wide.any()):
+            full, order = probs[wide].sort(dim=-1, descending=True)
+            kept = (full.cumsum(-1) - full) < self.top_p
+            keep[wide] = torch.zeros_like(kept).scatter_(1, order, kept)
+        return scores.masked_fill(~keep, -float("inf"))
 
 
 def check_deadline(deadline: float | None, what: str) -> None:
@@ -170,7 +195,8 @@ class Service:
         """The request's best `n` distinct problems (fewer when the samples repeat each other); `deadline`: see
         the module's docstring."""
         self.check(request)
-        texts, scores = self._candidates(request, deadline)
+        prompt = self.prompt(request)
+        texts = self.candidates(request, prompt, deadline)
         parsed: list[str | None] = [None] * len(texts)
         verified: list[bool | None] = [None] * len(texts)
         probability: list[float | None] = [None] * len(texts)
@@ -181,24 +207,27 @@ class Service:
                 probability = self.judge.probabilities(texts, [request.equation] * len(texts))
                 rule: list[bool | None] = [None] * len(texts)
                 if self.gated:
-                    check_deadline(deadline, "before the rule parsed the candidates")
-                    parsed = self.parse(texts)
-                    rule = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
-                verified = [self.judge.accepts(p, r) for p, r in zip(probability, rule)]
+                    parsed, rule = self.rule_by_probability(texts, request.equation, probability, request.n,
+                                                            deadline)
+                verified = [self.judge.accepts(p, r) if not self.gated or r is not None else None
+                            for p, r in zip(probability, rule)]
                 # stable: equal keys keep sampling order; without the gate every rule[i] is None
-                order.sort(key=lambda i: (rule[i] is False, -probability[i]))
+                order.sort(key=lambda i: (self.gated and rule[i] is not True, -probability[i]))
             else:
                 parsed = self.parse(texts)
                 verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
                 check_deadline(deadline, "before the candidates were ranked")
                 firmness = self.equation_firmness(texts, request.equation)
                 order.sort(key=lambda i: (not verified[i], -firmness[i]))
+        shown = order[: request.n]
+        # only the shown problems' likelihoods: nothing ranks by them
+        scores = dict(zip(shown, self.mean_log_likelihood(prompt, [texts[i] for i in shown], deadline=deadline)))
         values: dict[str, str] = dict(request.values)
         if request.numbers == "auto":
             values = {k: str(v) for k, v in auto_numbers(request.equation, request.seed).items()}
         x = evaluate(request.equation, {k: number_value(v) for k, v in values.items()}) if values else None
         problems = []
-        for rank, i in enumerate(order[: request.n], start=1):
+        for rank, i in enumerate(shown, start=1):
             text, numbers = texts[i], {}
             if values:
                 text, numbers = fill_numbers(texts[i], values, request.seed + rank)
@@ -217,6 +246,24 @@ class Service:
         """The co-trained mwp2eq's greedy reading of each problem (as ACC-eq's evaluator reads, with its prompt)."""
         return predict_equations(self.mwp2eq, self.tokenizer, masked_texts, batch_size=16, device=self.device)
 
+    def rule_by_probability(self, texts: Sequence[str], equation: str, probability: Sequence[float], n: int,
+                            deadline: float | None = None,
+                            chunk: int = 8) -> tuple[list[str | None], list[bool | None]]:
+        """The rule's parse and verdict of the candidates, read in order of the judge's probability, `chunk` at a
+        time, until `n` are accepted: a gated judge shows the accepted ones first, each group by p, so the rest can
+        never be shown. Those not read keep None (a pool with fewer than `n` accepted is read whole)."""
+        parsed: list[str | None] = [None] * len(texts)
+        rule: list[bool | None] = [None] * len(texts)
+        by_p = sorted(range(len(texts)), key=lambda i: -probability[i])
+        for start in range(0, len(by_p), chunk):
+            if sum(r is True for r in rule) >= n:
+                break
+            check_deadline(deadline, "before the rule parsed the candidates")
+            rows = by_p[start : start + chunk]
+            for i, p in zip(rows, self.parse([texts[i] for i in rows])):
+                parsed[i], rule[i] = p, judged(p, equation, texts[i])
+        return parsed, rule
+
     def prompt(self, request: Request) -> torch.Tensor:
         """The generator's input embeddings for the request [P, D], as training builds them."""
         enc = encode_joint(self.tokenizer, JointExample(request.equation, "", request.context))
@@ -229,20 +276,22 @@ class Service:
         tok = self.tokenizer
         config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
                                     request.max_new_tokens)
+        processors = LogitsProcessorList()
         if request.decoding == "top_p":
             config.num_return_sequences = request.candidates
+            config.top_p = config.temperature = 1.0  # transformers' own warpers off: TopP does both, in their order
+            processors.append(TopP(request.top_p, request.temperature))
         torch.manual_seed(request.seed)
         out = self.generator.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(
             1, prompt.shape[0], dtype=torch.long, device=self.device), generation_config=config,
+            logits_processor=processors,
             stopping_criteria=StoppingCriteriaList([_PastDeadline(deadline)]) if deadline is not None else None)
         check_deadline(deadline, "while the candidates were decoded")
         return [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
 
-    def _candidates(self, request: Request, deadline: float | None = None) -> tuple[list[str], list[float]]:
-        """Distinct decoded texts (first occurrence kept) and their mean token log-likelihoods."""
-        prompt = self.prompt(request)
-        texts = list(dict.fromkeys(self.samples(request, prompt, deadline)))
-        return texts, self.mean_log_likelihood(prompt, texts, deadline=deadline)
+    def candidates(self, request: Request, prompt: torch.Tensor, deadline: float | None = None) -> list[str]:
+        """The distinct decoded texts, first occurrence kept (Service.samples without repeats)."""
+        return list(dict.fromkeys(self.samples(request, prompt, deadline)))
 
     @torch.no_grad()
     def mean_log_likelihood(self, prompt: torch.Tensor, texts: Sequence[str], chunk: int = 8,
