@@ -746,3 +746,24 @@ def test_top_p_keeps_the_tokens_transformers_top_p_keeps(top_p, temperature):
     assert torch.equal(torch.isinf(ours), torch.isinf(expected))
     assert torch.allclose(ours[~torch.isinf(ours)], expected[~torch.isinf(expected)])
     assert (~torch.isinf(ours[6:])).sum(-1).min() > 64  # the flat rows did take the fallback
+
+
+def test_samples_from_the_prompt_computed_once_are_those_of_one_pass_a_row(bundle):
+    from transformers import LogitsProcessorList
+
+    from mwpgen.generate.service import Service, TopP
+    from mwpgen.lm.decoding import _generation_config
+
+    service = Service.load(bundle, "cpu")
+    request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 1, "verify": 8,
+                             "max_new_tokens": 12, "seed": 3})
+    prompt = service.prompt(request)
+    config = _generation_config(service.tokenizer, "top_p", 4, 1.0, 1.0, 12)
+    config.num_return_sequences = request.candidates
+    torch.manual_seed(request.seed)
+    with torch.no_grad():  # transformers expanding the prompt to every row itself
+        out = service.generator.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(1, prompt.shape[0],
+                                         dtype=torch.long), generation_config=config,
+                                         logits_processor=LogitsProcessorList([TopP(request.top_p)]))
+    expected = [t.split("\n", 1)[0].strip() for t in service.tokenizer.batch_decode(out, skip_special_tokens=True)]
+    assert service.samples(request, prompt) == expected and len(expected) == request.candidates

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from mwpgen.data.masking import number_value
 from mwpgen.generate.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
@@ -276,16 +276,21 @@ class Service:
         tok = self.tokenizer
         config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
                                     request.max_new_tokens)
-        processors = LogitsProcessorList()
+        processors, rows, cache = LogitsProcessorList(), 1, {}
         if request.decoding == "top_p":
-            config.num_return_sequences = request.candidates
+            rows = request.candidates
             config.top_p = config.temperature = 1.0  # transformers' own warpers off: TopP does both, in their order
             processors.append(TopP(request.top_p, request.temperature))
+            # Every row starts from the same prompt: its keys and values computed once and copied, not once a row.
+            cache = {"cache": DynamicCache()}
+            self.generator(inputs_embeds=prompt[None, :-1], use_cache=True, **cache)
+            cache["cache"].batch_repeat_interleave(rows)
         torch.manual_seed(request.seed)
-        out = self.generator.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(
-            1, prompt.shape[0], dtype=torch.long, device=self.device), generation_config=config,
+        out = self.generator.generate(inputs_embeds=prompt[None].expand(rows, -1, -1), attention_mask=torch.ones(
+            rows, prompt.shape[0], dtype=torch.long, device=self.device), generation_config=config,
             logits_processor=processors,
-            stopping_criteria=StoppingCriteriaList([_PastDeadline(deadline)]) if deadline is not None else None)
+            stopping_criteria=StoppingCriteriaList([_PastDeadline(deadline)]) if deadline is not None else None,
+            **cache)
         check_deadline(deadline, "while the candidates were decoded")
         return [t.split("\n", 1)[0].strip() for t in tok.batch_decode(out, skip_special_tokens=True)]
 
