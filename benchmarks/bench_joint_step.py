@@ -247,6 +247,9 @@ def main() -> None:
                 memory_rate(device))
 
     before = reference()  # also after the arms: the rates a loaded process measures can be half the machine's
+    # The writer first: after the arms (8 GB of activations for the feedback-gradient one) this process measured
+    # the dense matmul at two thirds of its rate before them.
+    writer = writer_timing(models, examples, cfg, device, args.steps)
     for fn in arms.values():  # warm-up: allocator, Adam state, kernels
         fn()
     times = {k: [] for k in arms}
@@ -277,14 +280,12 @@ def main() -> None:
               f"(x{m / max(base_m, 1):.2f})  {flops[name] / 1e9:8.2f} GFLOP/step  {rate / 1e9:7.2f} GFLOP/s "
               f"= {rate / peak:.1%} of matmul, x{t / memory_bound:.1f} its memory-bound time "
               f"[steps ms: {', '.join(f'{x * 1e3:.0f}' for x in times[name])}]")
-    writer_limits(models, examples, cfg, device, peak, bandwidth, args.steps)
+    writer_limits(models, writer, peak, bandwidth)
 
 
-def writer_limits(models: JointModels, examples, cfg: OursTrainParams, device, peak: float, bandwidth: float,
-                  steps: int) -> None:
+def writer_timing(models: JointModels, examples, cfg: OursTrainParams, device, steps: int) -> tuple[float, int, int]:
     """The writer of M' alone (consistency.free_running_problems, the phase-2 step's token-by-token part, without
-    the scoring pass' backward): ms per written token at the batch, against its limit, the slower of one decoding
-    step's FLOPs at the matmul rate (2 x matmul params x batch) and its weights read once at the copy rate."""
+    the scoring pass' backward): (seconds per written token at the batch, tokens, batch)."""
     gen = models.generator
     emb = gen.get_input_embeddings()
     encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in examples]
@@ -297,13 +298,20 @@ def writer_limits(models: JointModels, examples, cfg: OursTrainParams, device, p
                               autocast_dtype=models.amp_dtype)  # eos_id -1: every row writes all n tokens
 
     write()
-    per_token = statistics.median(timed(write, device) for _ in range(steps)) / n
+    return statistics.median(timed(write, device) for _ in range(steps)) / n, n, len(prompts)
+
+
+def writer_limits(models: JointModels, writer: tuple[float, int, int], peak: float, bandwidth: float) -> None:
+    """The writer's ms per token against its limit, the slower of one decoding step's FLOPs at the matmul rate
+    (2 x matmul params x batch) and its weights read once at the copy rate."""
+    per_token, n, batch = writer
+    gen = models.generator
     n_mm = matmul_params(gen)
     weight_bytes = n_mm * (2 if models.amp_dtype is not None else 4)
-    limit = max(2 * n_mm * len(prompts) / peak, weight_bytes / bandwidth)
-    print(f"{'writer':>21}: {per_token * 1e3:9.1f} ms/token at batch {len(prompts)} ({n} tokens, scoring pass "
-          f"included) = x{per_token / limit:.1f} its limit of {limit * 1e3:.1f} ms/token "
-          f"(FLOPs {2 * n_mm * len(prompts) / peak * 1e3:.1f} ms, weights {weight_bytes / bandwidth * 1e3:.1f} ms)")
+    limit = max(2 * n_mm * batch / peak, weight_bytes / bandwidth)
+    print(f"{'writer':>21}: {per_token * 1e3:9.1f} ms/token at batch {batch} ({n} tokens, scoring pass "
+          f"included; timed before the arms) = x{per_token / limit:.1f} its limit of {limit * 1e3:.1f} ms/token "
+          f"(FLOPs {2 * n_mm * batch / peak * 1e3:.1f} ms, weights {weight_bytes / bandwidth * 1e3:.1f} ms)")
 
 
 if __name__ == "__main__":
