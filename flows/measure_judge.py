@@ -127,13 +127,16 @@ def learned_on_tests(info: JudgeInfo, tests: list[dict], parse_of: dict, probabi
     p = [probability_of[(r["problem"], r["equation"])] for r in tests]
     rule = [judged(parse_of[r["problem"]], r["equation"], r["problem"]) for r in tests]
     scores = gated_scores(p, rule) if info.gated_by_rule else p
+    # The ranking's figures from the scores; precision and recall from the verdicts the product gives (one source).
+    ranking = measure(scores, labels, info.threshold)
     quality = verdict_quality([accepts(info, q, v) for q, v in zip(p, rule)], labels, seed, groups=groups)
     gate = "gated by the rule, " if info.gated_by_rule else ""
     return {"judge": f"{info.backbone}, layer {info.layer}, {gate}threshold {info.threshold:.3f}",
             "labels": sorted({r["source"] for r in tests}), "n": len(tests), "consistent": sum(labels),
             "problems": len({r["group"] for r in tests}),
-            "learned": {**measure(scores, labels, info.threshold),
-                        **{k: quality[k] for k in ("precision_ci", "recall_ci", "tp", "fp", "fn")}},
+            "learned": {**{k: ranking[k] for k in ("n", "right", "auc", "precision_at_recall_0.5", "threshold")},
+                        **{k: None if quality[k] is None else round(quality[k], 4) for k in ("precision", "recall")},
+                        **{k: quality[k] for k in ("accepted", "precision_ci", "recall_ci", "tp", "fp", "fn")}},
             "rule": {**verdict_quality(rule, labels, seed, groups=groups),
                      "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]}}
 

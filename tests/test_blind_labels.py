@@ -91,3 +91,24 @@ def test_a_fold_without_labels_records_that_it_has_none(tmp_path, monkeypatch):
     written = json.loads((tmp_path / "metrics" / "judge" / "mawps" / "fold0.json").read_text())
     assert result == written and written["n"] == 0 and "arithmetic fold 0" in written["no_labels"]
     assert (tmp_path / "results" / "judge" / "mawps" / "fold0.jsonl").read_text() == ""
+
+
+def test_a_learned_judges_precision_and_recall_on_tests_are_those_of_its_verdicts(monkeypatch):
+    import flows.measure_judge as stage
+    from mwpgen.learned_judge import JudgeInfo
+
+    monkeypatch.setattr(stage, "judged", lambda parse, equation, problem: parse == equation)
+    rows = [("a", 1, 0.9, True), ("b", 0, 0.8, True), ("c", 1, 0.7, False), ("d", 1, 0.2, True),
+            ("e", 0, 0.95, False), ("f", 1, 0.6, True)]
+    tests = [{"problem": t, "equation": "x = num1 + num2", "label": y, "group": t, "source": "s"} for t, y, _, _ in rows]
+    parse_of = {t: "x = num1 + num2" if rule else "x = num1 - num2" for t, _, _, rule in rows}
+    probability_of = {(t, "x = num1 + num2"): p for t, _, p, _ in rows}
+    for threshold in (0.5, 0.0):  # 0: a hand-edited gated judge, where the gated scores' threshold would mislead
+        info = JudgeInfo("lm", 12, threshold=threshold, gated_by_rule=True)
+        learned = stage.learned_on_tests(info, tests, parse_of, probability_of, seed=0)["learned"]
+        accepted = [t for t, _, p, rule in rows if rule and p >= threshold]  # what the product would verify
+        right = [t for t, y, _, _ in rows if y]
+        tp = len(set(accepted) & set(right))
+        assert (learned["accepted"], learned["tp"]) == (len(accepted), tp)
+        assert learned["precision"] == round(tp / len(accepted), 4)
+        assert learned["recall"] == round(tp / len(right), 4)
