@@ -44,6 +44,10 @@ RUNNING = "Running stage '"  # how DVC announces that it runs a stage's command 
 # push hint (the pipeline pushes itself), progress bars, blank lines. `--verbose` shows them.
 NOISE = re.compile(r"Beginning flow run '|View at https?://|Finished in state Completed\(\)|^Updating lock file "
                    r"'dvc\.lock'|^Use `dvc push` to send|\d+%\|.*\| *\d+/\d+ \[|^\s*$")
+# CPython's own report of a crash: what a stage's Python prints when a Ctrl-C reaches it while it is still starting
+# (importing `site`), before any handler of the stage can turn the interruption into its one line.
+CRASH = re.compile(r"^(Traceback \(most recent call last\):|Fatal Python error|Python runtime state|Current thread"
+                   r"|  File |    |KeyboardInterrupt)")
 
 
 @dataclass
@@ -112,7 +116,8 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
     """Run `command(stage)` for every planned stage once the stages it waits for have succeeded, `jobs` at a time,
     each line of their output echoed behind its stage's name. After a failure no stage starts; those running finish
     (their work is kept). Interrupted (Ctrl-C, or SIGTERM made an exception), every running stage is interrupted as
-    by a Ctrl-C, and what they print while stopping is echoed. Not `verbose`: the NOISE lines are not echoed.
+    by a Ctrl-C, and what they print while stopping is echoed, but for a Python's own crash report (CRASH: a stage
+    interrupted while its interpreter starts). Not `verbose`: the NOISE lines are not echoed.
     Killed outright, its reaper does the same
     (orchestration/stage_reaper.py)."""
     if jobs < 1:
@@ -123,13 +128,14 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
     waiting = sorted(plan.stages, key=plan.waiting_on, reverse=True)  # stable: DVC's order among equals
     succeeded: set[str] = set()
     echo = threading.Lock()
+    stopping = threading.Event()  # the run was interrupted: the stages are being stopped
 
     def relay(stage: str, proc: subprocess.Popen) -> None:
         ran = False
         with proc.stdout:
             for line in proc.stdout:
                 ran = ran or line.startswith(RUNNING)
-                if not verbose and NOISE.search(line):
+                if not verbose and NOISE.search(line) or stopping.is_set() and CRASH.match(line):
                     continue
                 with echo:
                     out.write(f"{stage} | {line}")
@@ -173,6 +179,7 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
             else:
                 outcome.unchanged.append(stage)
     except BaseException:  # Ctrl-C, SIGTERM (orchestration/prefect_api.py): the stages stop first, as on a Ctrl-C
+        stopping.set()
         for proc, _ in running.values():
             _signal_group(proc, signal.SIGINT)
         deadline = time.time() + 60
