@@ -212,7 +212,7 @@ class Service:
                 verified = [self.judge.accepts(p, r) if not self.gated or r is not None else None
                             for p, r in zip(probability, rule)]
                 # stable: equal keys keep sampling order; without the gate every rule[i] is None
-                order.sort(key=lambda i: (self.gated and rule[i] is not True, -probability[i]))
+                order.sort(key=lambda i: (rule[i] is not True, -probability[i]))
             else:
                 parsed = self.parse(texts)
                 verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
