@@ -155,6 +155,7 @@ def main() -> None:
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--no-amp", action="store_true", help="fp32 (default: the pipeline's autocast: bf16 on CUDA and on "
                     "CPUs with native bf16)")
+    ap.add_argument("--arms", nargs="+", default=None, help="the arms to time (default: all; plain always)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch CPU threads (default: 1 for tiny, whose ops are too small to split; else torch's)")
     args = ap.parse_args()
@@ -218,6 +219,11 @@ def main() -> None:
             "phase2-feedback-gradient": with_feedback_gradient,
             "phase2-teacher-forced": lambda: joint_step(2, models, examples, joint_opts, teacher_forced, dropout),
             "phase2-one-pass": lambda: joint_step(2, models, examples, joint_opts, one_pass, dropout)}
+    if args.arms:
+        unknown = sorted(set(args.arms) - set(arms))
+        if unknown:
+            ap.error(f"--arms: no arm {', '.join(unknown)} (the arms: {', '.join(arms)})")
+        arms = {name: fn for name, fn in arms.items() if name == "plain" or name in args.arms}
 
     # FLOPs per step (module docstring).
     n_gen, n_par = matmul_params(gen), matmul_params(mwp2eq)

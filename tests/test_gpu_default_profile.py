@@ -50,3 +50,29 @@ def test_train_then_score(setup, tmp_path, monkeypatch):
         assert s["acc_eq"] == s["acc_eq_gpu_evaluator"]
     tables = (out / "tables.md").read_text()
     assert "| gpt_pre |" in tables and "| ours |" in tables and "ours − GPT-pre" in tables
+
+
+def test_ours_alone_takes_the_gate_target_from_the_evaluators_metrics(setup, tmp_path, monkeypatch):
+    """--evaluator-metrics: no evaluator is trained there; ours' co-trained mwp2eq learns up to the accuracy in that
+    file (as flows/train_ours.py reads it); nothing is parsed there, and `score` scores with this machine's evaluator."""
+    root, params, data = setup
+    out, models = tmp_path / "out", tmp_path / "models"
+    metrics = tmp_path / "evaluator.json"
+    metrics.write_text(json.dumps({"best_val_parse_accuracy": 0.25}))
+    monkeypatch.setattr(sys, "argv", ["bench", "train", "--params", str(params), "--data", str(data), "--out", str(out),
+                                      "--models", str(models), "--generators", "ours", "--evaluator-metrics",
+                                      str(metrics)])
+    gpu_default_profile.main()
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["stages"]) == {"ours"}
+    assert summary["mwp2eq_target"]["accuracy"] == 0.25
+    assert summary["stages"]["ours"]["mwp2eq_gate"]["target"] == 0.25
+    assert not (models / "mwp2eq").exists() and not list(out.glob("parses_*"))
+
+    monkeypatch.setattr(sys, "argv", ["bench", "score", str(out), "--params", str(params), "--data", str(data),
+                                      "--evaluator", str(root / "tiny-model")])
+    gpu_default_profile.main()
+    scores = json.loads((out / "scores.json").read_text())["scores"]
+    assert set(scores) == {"ours"} and scores["ours"]["acc_eq_gpu_evaluator"] is None
+    assert 0 <= scores["ours"]["acc_eq"] <= 1
+    assert "Evaluator trained there" not in (out / "tables.md").read_text()

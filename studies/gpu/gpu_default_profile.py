@@ -119,39 +119,55 @@ def train(args) -> None:
         print(f"{name}: {json.dumps({k: v for k, v in summary.data['stages'][name].items() if k != 'val'})}",
               flush=True)
 
-    # 1. The evaluator (flows/train.py, model mwp2eq): its checkpoint is the one of best validation parse accuracy.
-    start = time.time()
-    cfg = params.train.evaluator
-    val_problems, val_refs = [r["text"] for r in data.validation], [r["equation"] for r in data.validation]
-    val_score = None
-    if cfg.checkpoint_by == "parse_accuracy" and data.validation:
-        def val_score(model, tokenizer) -> float:
-            return acc_eq(decoding.predict_equations(model, tokenizer, val_problems, batch_size=g.batch_size), val_refs)
     evaluator_dir = models / "mwp2eq"
-    result = fine_tune(cfg, True, mwp2eq_examples(data.train), mwp2eq_examples(data.validation), evaluator_dir,
-                       val_score)
-    train_s = time.time() - start
-    evaluator, evaluator_tok = load_trained(evaluator_dir, device)
 
-    def parse(problems: list[str]) -> list[str]:
-        return decoding.predict_equations(evaluator, evaluator_tok, problems, batch_size=g.batch_size)
+    def train_evaluator():
+        """1. The evaluator (flows/train.py, model mwp2eq): its checkpoint is the one of best validation parse
+        accuracy. Returns that accuracy (ours' gate target, as flows/train_ours.py reads it) and its parser."""
+        start = time.time()
+        cfg = params.train.evaluator
+        val_problems, val_refs = [r["text"] for r in data.validation], [r["equation"] for r in data.validation]
+        val_score = None
+        if cfg.checkpoint_by == "parse_accuracy" and data.validation:
+            def val_score(model, tokenizer) -> float:
+                return acc_eq(decoding.predict_equations(model, tokenizer, val_problems, batch_size=g.batch_size), val_refs)
+        result = fine_tune(cfg, True, mwp2eq_examples(data.train), mwp2eq_examples(data.validation), evaluator_dir,
+                           val_score)
+        train_s = time.time() - start
+        evaluator, evaluator_tok = load_trained(evaluator_dir, device)
 
-    parsed = parse(test_problems)
-    chance = most_frequent_equation(data.train)
-    write_jsonl(out / "oracle.jsonl", [{"id": r["id"], "equation": r["equation"], "parsed": p,
-                                        "correct": equation_symbols(p) == equation_symbols(r["equation"]),
-                                        "equivalent": equivalent(p, r["equation"])}
-                                       for r, p in zip(data.test, parsed)])
-    stage("train_evaluator", result, start, train_s=round(train_s, 1),
-          oracle_acc_eq=acc_eq(parsed, references), oracle_acc_eq_equivalent=acc_eq(parsed, references, equivalent_too=True),
-          chance_equation=chance, chance_acc_eq=acc_eq([chance] * len(references), references),
-          chance_acc_eq_equivalent=acc_eq([chance] * len(references), references, equivalent_too=True))
+        def parse(problems: list[str]) -> list[str]:
+            return decoding.predict_equations(evaluator, evaluator_tok, problems, batch_size=g.batch_size)
+
+        parsed = parse(test_problems)
+        chance = most_frequent_equation(data.train)
+        write_jsonl(out / "oracle.jsonl", [{"id": r["id"], "equation": r["equation"], "parsed": p,
+                                            "correct": equation_symbols(p) == equation_symbols(r["equation"]),
+                                            "equivalent": equivalent(p, r["equation"])}
+                                           for r, p in zip(data.test, parsed)])
+        stage("train_evaluator", result, start, train_s=round(train_s, 1),
+              oracle_acc_eq=acc_eq(parsed, references), oracle_acc_eq_equivalent=acc_eq(parsed, references, equivalent_too=True),
+              chance_equation=chance, chance_acc_eq=acc_eq([chance] * len(references), references),
+              chance_acc_eq_equivalent=acc_eq([chance] * len(references), references, equivalent_too=True))
+        return result.get("best_val_score"), parse
+
+    if args.evaluator_metrics:
+        # ours alone: its co-trained mwp2eq learns up to the committed evaluator's accuracy, as in the pipeline;
+        # nothing is parsed there (`score` parses with this machine's evaluator)
+        mwp2eq_target = float(json.loads(args.evaluator_metrics.read_text(encoding="utf-8"))["best_val_parse_accuracy"])
+        parse = None
+        summary.data["mwp2eq_target"] = {"from": str(args.evaluator_metrics), "accuracy": mwp2eq_target}
+    else:
+        mwp2eq_target, parse = train_evaluator()
 
     def record_generations(model: str, generated: list[str], contexts, start: float, result: dict, **extra) -> None:
         gen_s = time.time() - start
         write_generations(out / f"generations_{model}.csv",
                           ({"fold": FOLD, "id": r["id"], "equation": r["equation"], "context": " ".join(c),
                             "reference": r["text"], "generated": t} for r, c, t in zip(data.test, contexts, generated)))
+        if parse is None:
+            stage(model, result, start, generate_s=round(gen_s, 1), **extra)
+            return
         parses = parse(generated)
         write_jsonl(out / f"parses_{model}.jsonl", [{"id": r["id"], "parsed": p} for r, p in zip(data.test, parses)])
         stage(model, result, start, generate_s=round(gen_s, 1), gpu_evaluator_acc_eq=acc_eq(parses, references),
@@ -187,7 +203,8 @@ def train(args) -> None:
                             mixed_precision=params.train.mixed_precision, log_every=params.train.log_every,
                             bundle_dir=models / "ours", resume_dir=models / "ours-state", evaluator_dir=evaluator_dir,
                             validation=validation, dropout=params.keywords.dropout,
-                            selector_keywords=[keywords[r["id"]]["tfidf"] for r in data.train])
+                            selector_keywords=[keywords[r["id"]]["tfidf"] for r in data.train],
+                            mwp2eq_target=mwp2eq_target if cfg.equation_loss and validation else None)
         train_s = time.time() - start
         generator, tokenizer, selector, settings = load_bundle(models / "ours", device)
         tests = [JointExample(r["equation"], r["text"], tuple(context_kw[r["id"]]) if context_kw else ())
@@ -203,7 +220,8 @@ def train(args) -> None:
         record_generations("ours", generated, contexts, gen_start,
                            {"steps": sum(result["steps_run"]), "val": result["val"]}, train_s=round(train_s, 1),
                            phase_steps=list(result["steps_run"]), scheduled_steps=list(result["steps"]), phase_step_s_total=phase_s,
-                           best_steps=result["best_steps"])
+                           best_steps=result["best_steps"], mwp2eq_gate=result.get("mwp2eq_gate"),
+                           mwp2eq_val_accuracy=result.get("mwp2eq_val_accuracy"))
 
 
 def score(args) -> None:
@@ -227,15 +245,18 @@ def score(args) -> None:
             if not table.exists():
                 continue
             rows = read_generations(table)
-            gpu_parses = {r["id"]: r["parsed"] for r in read_jsonl(folder / f"parses_{model}.jsonl")}
-            by_gpu, _ = score_generations(rows, [gpu_parses[r["id"]] for r in rows], training_texts, scorer)
             cpu_parses = predict_equations(evaluator, tokenizer, [r["generated"] for r in rows])
             by_cpu, predictions[model] = score_generations(rows, cpu_parses, training_texts, scorer)
             by_cpu["consistency_judged"] = judge_predictions(predictions[model])
-            for s in (by_gpu, by_cpu):
-                s.pop("timings_s")
-            scores[model] = {**by_cpu, "acc_eq_gpu_evaluator": by_gpu["acc_eq"],
-                             "acc_eq_equivalent_gpu_evaluator": by_gpu["acc_eq_equivalent"], "n": len(rows)}
+            by_cpu.pop("timings_s")
+            scores[model] = {**by_cpu, "acc_eq_gpu_evaluator": None, "acc_eq_equivalent_gpu_evaluator": None,
+                             "n": len(rows)}
+            gpu_parses_file = folder / f"parses_{model}.jsonl"  # absent where the evaluator was not trained there
+            if gpu_parses_file.exists():
+                gpu_parses = {r["id"]: r["parsed"] for r in read_jsonl(gpu_parses_file)}
+                by_gpu, _ = score_generations(rows, [gpu_parses[r["id"]] for r in rows], training_texts, scorer)
+                scores[model] |= {"acc_eq_gpu_evaluator": by_gpu["acc_eq"],
+                                  "acc_eq_equivalent_gpu_evaluator": by_gpu["acc_eq_equivalent"]}
             if model == "ours":
                 scores[model]["selection"] = selection_summary(
                     [r["context"].split() for r in rows], [keywords[r["id"]]["noun"] for r in rows],
@@ -260,7 +281,7 @@ def tables_markdown(summary: dict, scores: dict, delta: dict | None, delta_text)
                      f"| {f(s['meteor'])} | {f(s['rouge_l'])} | {f(s['acc_eq'])} | {f(s['acc_eq_equivalent'])} "
                      f"| {f(s['acc_eq_gpu_evaluator'])} | {f(s['acc_eq_equivalent_gpu_evaluator'])} "
                      f"| {f(s['novelty'])} | {f(s['dist3'])} |")
-    lines += ["", f"Evaluator trained there: {ev.get('steps')} steps in {ev.get('train_s')} s, best step "
+    lines += [] if not ev else ["", f"Evaluator trained there: {ev.get('steps')} steps in {ev.get('train_s')} s, best step "
                   f"{ev.get('best_step')} (validation parse accuracy {f(ev.get('best_val_score'))}); oracle ACC-eq "
                   f"{f(ev.get('oracle_acc_eq'))} exact, {f(ev.get('oracle_acc_eq_equivalent'))} equivalent; chance "
                   f"({ev.get('chance_equation')}) {f(ev.get('chance_acc_eq'))} / "
@@ -284,6 +305,9 @@ def main() -> None:
     t.add_argument("--out", type=Path, required=True, help="summary, generations and parses land here")
     t.add_argument("--models", type=Path, default=Path("/tmp/mwpgen-gpu-models"), help="trained models (kept there)")
     t.add_argument("--generators", nargs="+", choices=GENERATORS, default=list(GENERATORS))
+    t.add_argument("--evaluator-metrics", type=Path, default=None,
+                   help="skip the evaluator: ours' co-trained mwp2eq learns up to this evaluator's validation parse "
+                        "accuracy (e.g. metrics/train/mwp2eq/arithmetic/fold0.json); nothing is parsed there")
     t.add_argument("--stop-words", type=Path, default=Path(".gpu/stop_words.json"),
                    help="spaCy's stopword list as JSON, used where spaCy is not installed")
     s = sub.add_parser("score", help="here: score a `train` folder as the evaluate stage does, write the tables")
