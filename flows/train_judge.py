@@ -2,7 +2,7 @@
 
 An LM (params `judge.backbone`: the fold's evaluator, or the pre-trained LM) reads "problem: M equation: E consistent:";
 a linear head on its hidden state after `judge.layer` decoder layers says p(M encodes E). The head is fitted on the
-blind readings of training-fold equations only (the `train` part: data/labels/corpus and corpus_round2); with
+blind readings of training-fold equations only (the `train` part: data/labels/corpus, corpus_round2 and corpus_round3); with
 `judge.finetune_layers` the top layers are trained with it, one run per seed. The readings of validation equations
 (data/labels/judge's dev part, data/labels/verify_pools' validation pools) choose the seed (best AUC) and the threshold:
 the highest that accepts `judge.recall` of the validation problems read right. Test readings are never read here:

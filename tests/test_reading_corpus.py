@@ -3,6 +3,7 @@ when it grows, labels checked by line, and a draw with a tiny GPT-pre on synthet
 
 from __future__ import annotations
 
+import argparse
 import collections
 import csv
 
@@ -79,7 +80,8 @@ def test_score_names_a_bad_label_by_file_and_line_and_counts_agreement(tmp_path)
     assert sum(g["n"] for g in result["by"]["shape"].values()) == 2
 
 
-def test_draw_with_gpt_pre_writes_only_training_equations(tmp_path):
+def _project(tmp_path):
+    """A synthetic Arithmetic fold (data folder, params file, folds) under tmp_path."""
     records = synthetic_records(40)
     data = tmp_path / "data"
     write_jsonl(data / "processed" / "arithmetic.jsonl", records)
@@ -91,6 +93,23 @@ def test_draw_with_gpt_pre_writes_only_training_equations(tmp_path):
     params = yaml.safe_load((corpus.ROOT / "params.yaml").read_text())
     params["experiment"]["validation_size"] = 4
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    return records, data, folds
+
+
+def test_shapes_keep_the_seeded_order_of_those_shapes(tmp_path):
+    _, data, _ = _project(tmp_path)
+    args = dict(params=tmp_path / "params.yaml", data=data, dataset="arithmetic", fold=0, split="train",
+                seed=corpus.SEED, skip=0)
+    every = corpus._records(argparse.Namespace(**args, n=10**6, shapes=None))
+    wanted = ["-", "two operators"]
+    picked = corpus._records(argparse.Namespace(**args, n=3, shapes=wanted))
+    assert picked == [r for r in every if corpus.shape(r["equation"]) in wanted][:3] and len(picked) == 3
+    later = corpus._records(argparse.Namespace(**(args | {"skip": 5}), n=10**6, shapes=wanted))
+    assert later == [r for r in every[5:] if corpus.shape(r["equation"]) in wanted]
+
+
+def test_draw_with_gpt_pre_writes_only_training_equations(tmp_path):
+    records, data, folds = _project(tmp_path)
     model = tiny_model_dir(tmp_path / "tiny", [r["text"] + " " + r["equation"] for r in records]
                            + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE])
     common = ["--model", "gpt_pre", "--split", "train", "--k", "2", "--batch", "2", "--max-new-tokens", "6",

@@ -37,7 +37,7 @@ def test_committed_readings_no_text_in_two_parts_and_train_only_from_the_corpus(
     # on one candidate of a problem would be measured on its sibling)
     groups = {p: {r["group"] for r in rows} for p, rows in committed.items()}
     assert not groups["train"] & groups["validation"] and not (groups["train"] | groups["validation"]) & groups["test"]
-    assert {r["source"] for r in committed["train"]} == {"data/labels/corpus", "data/labels/corpus_round2"}
+    assert {r["source"] for r in committed["train"]} == {f"data/labels/{name}" for name in R.CORPORA}
     assert {r["source"] for r in committed["validation"]} == {"data/labels/judge", "data/labels/verify_pools"}
     assert all(r["label"] in (0, 1) and r["group"] and r["part"] == p for p, rows in committed.items() for r in rows)
     # data/labels/judge/README.md: 356 dev problems (71 right) and 300 test problems (44 right); one dev text ("There
@@ -131,7 +131,7 @@ def test_a_bad_label_or_a_missing_file_is_named(tmp_path):
         R.files(root, ("corpus",))
 
 
-@pytest.mark.parametrize("name", ["corpus", "corpus_round2"])
+@pytest.mark.parametrize("name", ["corpus", "corpus_round2", "corpus_round3"])
 def test_the_corpus_candidates_that_tune_are_its_training_readings_with_their_context(name):
     """corpus_candidates (what stage tune and studies/tuning/variant.py read) joins every read problem of a corpus to
     the candidate it was, context included, with the label readings() gives that text."""

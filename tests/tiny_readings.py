@@ -29,9 +29,9 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
     ("dev", "validation", "test") are read the other way. Returns every problem text (a tiny model's
     vocabulary)."""
     texts = []
-    # each set's number names its objects and uids; the second corpus is numbered last, so that the sets read before
-    # it came keep theirs (and the tiny judge's separable readings)
-    for n, spec in enumerate(sorted(SETS, key=lambda s: s.name == "corpus_round2")):
+    # each set's number names its objects and uids; the later corpora are numbered last, so that the sets read before
+    # they came keep theirs (and the tiny judge's separable readings)
+    for n, spec in enumerate(sorted(SETS, key=lambda s: s.name in CORPORA[1:])):
         folder = root / LABELS / spec.name
         parts = {"judge": ("dev", "test"), "verify_pools": ("validation", "test")}.get(
             spec.name, ("train",) if spec.name in CORPORA else ("test",))

@@ -4,8 +4,9 @@ train on, be chosen on, and be measured on.
 A reading is a generated problem a reader labelled by the rule of data/labels/evaluator/README.md (1: solving it as
 written computes its equation) seeing only (equation, problem). Its part is that of the equation it was written for
 on LABELLED_FOLD (every set was generated there):
-- `train`: training-fold equations (data/labels/corpus, and corpus_round2: the tuned ours' own candidates for 200
-  more of them): a judge is fitted on these;
+- `train`: training-fold equations (data/labels/corpus; corpus_round2: the tuned ours' own candidates for 200
+  more of them; corpus_round3: its candidates for 150 equations of the hard shapes, 11 each): a judge is fitted on
+  these;
 - `validation`: the fold's validation slice (data/labels/judge's dev part, data/labels/verify_pools' validation
   pools): what chooses a judge's threshold, layer or seed;
 - `test`: test equations (data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge): they
@@ -122,7 +123,7 @@ def _test(row: dict) -> str:
 
 READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_loss")
 # the sets drawn and read in the corpus's layout (studies/reading/corpus.py): candidates/ beside problems and key
-CORPORA = ("corpus", "corpus_round2")
+CORPORA = ("corpus", "corpus_round2", "corpus_round3")
 SETS = (
     *(ReadingSet(name, ("labels/batch_*.csv",), "key.csv", _split, "id", ("split",)) for name in CORPORA),
     # data/labels/judge: its dev part was written for validation equations

@@ -8,7 +8,7 @@ fold, read blind. Test equations never enter it (they only measure: data/labels/
     python -m studies.reading.corpus score      # agreement on the overlap; share read right by shape, model, source
 
 `draw` takes a seeded draw of `--n` equations of the split, weighted by shape (SHAPE_WEIGHT: the shapes where right
-problems are rare, subtraction, division and two operators, are drawn twice as often), and for each writes the
+problems are rare, subtraction, division and two operators, are drawn twice as often; `--shapes` keeps only some), and for each writes the
 greedy problem and `--k` top-p samples at each `--temperature` (the service's setting is T = 1, top-p 0.9; lower
 temperatures give more right problems, so right and wrong both occur). Ours decodes as `mwpgen generate` does
 (mwpgen.generate.service: the selector's context, the same prompt and decoding); GPT-pre as the generate stage
@@ -71,8 +71,11 @@ def _records(args: argparse.Namespace) -> list[dict]:
     exp = load_params(args.params).experiment
     fold = load_fold(args.data, args.dataset, args.fold, seed=exp.seed, validation_size=exp.validation_size)
     records = fold.validation if args.split == "validation" else fold.train
-    drawn = weighted_draw(records, min(args.skip + args.n, len(records)), f"{args.seed}:corpus:{args.split}")
-    return drawn[args.skip:]  # the seeded order is fixed: --skip continues an earlier draw of the same seed
+    drawn = weighted_draw(records, len(records), f"{args.seed}:corpus:{args.split}")
+    drawn = drawn[args.skip:]  # the seeded order is fixed: --skip continues an earlier draw of the same seed
+    if args.shapes:  # the first --n of these shapes in that order
+        drawn = [r for r in drawn if shape(r["equation"]) in args.shapes]
+    return drawn[:args.n]
 
 
 def _sources(args: argparse.Namespace) -> list[tuple[str, dict]]:
@@ -300,6 +303,8 @@ def main(argv=None) -> None:
     d.add_argument("--n", type=int, default=100, help="equations drawn from the split")
     d.add_argument("--skip", type=int, default=0,
                    help="skip the first N equations of the seeded draw (an earlier draw wrote them)")
+    d.add_argument("--shapes", nargs="+", choices=sorted(SHAPE_WEIGHT),
+                   help="only equations of these shapes (the first --n of them in the seeded order, after --skip)")
     d.add_argument("--batch", type=int, default=16, help="equations decoded in one batch")
     d.add_argument("--k", type=int, default=3, help="samples per temperature")
     d.add_argument("--temperature", type=float, nargs="+", default=[0.7, 1.0])
