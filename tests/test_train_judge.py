@@ -63,7 +63,7 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     result = _run({"layer": 2, "l2": 0.1})
     paths = FoldPaths(project, None, "arithmetic", 0)
     assert json.loads(paths.judge_metrics.read_text()) == result
-    assert result["readings"] == {"train": {"n": 16, "right": 8, "problems": 8},  # both corpora
+    assert result["readings"] == {"train": {"n": 24, "right": 12, "problems": 12},  # the three corpora
                                   "validation": {"n": 16, "right": 8, "problems": 8}}  # judge dev + verify_pools
     val = result["validation"]
     assert val["n"] == 16 and val["auc"] == 1.0 and val["recall"] >= 0.5 and result["wall_s"] >= 0  # separable

@@ -31,7 +31,11 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
     texts = []
     # each set's number names its objects and uids; the later corpora are numbered last, so that the sets read before
     # they came keep theirs (and the tiny judge's separable readings)
-    for n, spec in enumerate(sorted(SETS, key=lambda s: s.name in CORPORA[1:])):
+    ordered = sorted(SETS, key=lambda s: s.name in CORPORA[1:])
+    for n, spec in enumerate(ordered):
+        # the later corpora write of the second one's objects: the tiny judge learns "more" against "away", not
+        # one more object (whose random features a probe this small does not average out)
+        obj = OBJECTS[[s.name for s in ordered].index(CORPORA[1]) if spec.name in CORPORA[1:] else n]
         folder = root / LABELS / spec.name
         parts = {"judge": ("dev", "test"), "verify_pools": ("validation", "test")}.get(
             spec.name, ("train",) if spec.name in CORPORA else ("test",))
@@ -40,7 +44,7 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
             right = right_in_train if part == "train" and right_in_train is not None else per_part // 2
             for i in range(per_part):
                 uid = f"{spec.name[:1]}{n}{part[:1]}{i:03d}"
-                text = problem(i < right, OBJECTS[n % len(OBJECTS)], 100 * n + 10 * parts.index(part) + i)
+                text = problem(i < right, obj, 100 * n + 10 * parts.index(part) + i)
                 texts.append(text)
                 problems.append(f"{uid},{EQUATION},{text}")
                 group = f"{n}{part[:1]}{i // 2}"  # two candidates per dataset problem
