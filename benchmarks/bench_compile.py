@@ -12,8 +12,9 @@ Two copies of the same weights, each with its own AdamW; the same batches (rando
 turn (eager, compiled, eager, ...). `--lengths`: the sequence length of each step in turn, as length-grouped batches
 vary it; a second distinct length makes torch.compile recompile once with dynamic shapes. Printed: the compile
 time (first steps of each new shape), the median step time of each arm over the timed steps, their ratio, and the
-losses of both, step by step (bf16 autocast where the CPU has native bf16, and on CUDA: the arms differ by rounding only), and each arm's
-FLOP rate as a share of a dense matmul's measured in the same run (6 x matmul params x tokens a step).
+losses of both, step by step (bf16 autocast where the CPU has native bf16, and on CUDA: the arms differ by rounding
+only), and each arm's FLOP rate as a share of a dense matmul's measured in the same run (6 x matmul params x tokens a
+step).
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ def test_train_then_score(setup, tmp_path, monkeypatch):
 
 def test_ours_alone_takes_the_gate_target_from_the_evaluators_metrics(setup, tmp_path, monkeypatch):
     """--evaluator-metrics: no evaluator is trained there; ours' co-trained mwp2eq learns up to the accuracy in that
-    file (as flows/train_ours.py reads it); nothing is parsed there, and `score` scores with this machine's evaluator."""
+    file (as flows/train_ours.py reads it); nothing is parsed there, and `score` scores with this machine's
+    evaluator."""
     root, params, data = setup
     out, models = tmp_path / "out", tmp_path / "models"
     metrics = tmp_path / "evaluator.json"

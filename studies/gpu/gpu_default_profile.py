@@ -130,7 +130,8 @@ def train(args) -> None:
         val_score = None
         if cfg.checkpoint_by == "parse_accuracy" and data.validation:
             def val_score(model, tokenizer) -> float:
-                return acc_eq(decoding.predict_equations(model, tokenizer, val_problems, batch_size=g.batch_size), val_refs)
+                parsed = decoding.predict_equations(model, tokenizer, val_problems, batch_size=g.batch_size)
+                return acc_eq(parsed, val_refs)
         result = fine_tune(cfg, True, mwp2eq_examples(data.train), mwp2eq_examples(data.validation), evaluator_dir,
                            val_score)
         train_s = time.time() - start
@@ -146,7 +147,8 @@ def train(args) -> None:
                                             "equivalent": equivalent(p, r["equation"])}
                                            for r, p in zip(data.test, parsed)])
         stage("train_evaluator", result, start, train_s=round(train_s, 1),
-              oracle_acc_eq=acc_eq(parsed, references), oracle_acc_eq_equivalent=acc_eq(parsed, references, equivalent_too=True),
+              oracle_acc_eq=acc_eq(parsed, references),
+              oracle_acc_eq_equivalent=acc_eq(parsed, references, equivalent_too=True),
               chance_equation=chance, chance_acc_eq=acc_eq([chance] * len(references), references),
               chance_acc_eq_equivalent=acc_eq([chance] * len(references), references, equivalent_too=True))
         return result.get("best_val_score"), parse
@@ -281,11 +283,12 @@ def tables_markdown(summary: dict, scores: dict, delta: dict | None, delta_text)
                      f"| {f(s['meteor'])} | {f(s['rouge_l'])} | {f(s['acc_eq'])} | {f(s['acc_eq_equivalent'])} "
                      f"| {f(s['acc_eq_gpu_evaluator'])} | {f(s['acc_eq_equivalent_gpu_evaluator'])} "
                      f"| {f(s['novelty'])} | {f(s['dist3'])} |")
-    lines += [] if not ev else ["", f"Evaluator trained there: {ev.get('steps')} steps in {ev.get('train_s')} s, best step "
-                  f"{ev.get('best_step')} (validation parse accuracy {f(ev.get('best_val_score'))}); oracle ACC-eq "
-                  f"{f(ev.get('oracle_acc_eq'))} exact, {f(ev.get('oracle_acc_eq_equivalent'))} equivalent; chance "
-                  f"({ev.get('chance_equation')}) {f(ev.get('chance_acc_eq'))} / "
-                  f"{f(ev.get('chance_acc_eq_equivalent'))}."]
+    lines += [] if not ev else [
+        "", f"Evaluator trained there: {ev.get('steps')} steps in {ev.get('train_s')} s, best step "
+            f"{ev.get('best_step')} (validation parse accuracy {f(ev.get('best_val_score'))}); oracle ACC-eq "
+            f"{f(ev.get('oracle_acc_eq'))} exact, {f(ev.get('oracle_acc_eq_equivalent'))} equivalent; chance "
+            f"({ev.get('chance_equation')}) {f(ev.get('chance_acc_eq'))} / "
+            f"{f(ev.get('chance_acc_eq_equivalent'))}."]
     if delta:
         lines += ["", f"ours − GPT-pre (paired bootstrap, 95% interval, {delta['n']} problems): BLEU-4 "
                       f"{delta_text(delta, 'bleu4')}, ACC-eq {delta_text(delta, 'acc_eq')}, ACC-eq (equivalent) "
