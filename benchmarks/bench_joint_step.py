@@ -68,7 +68,7 @@ from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.lm.training import lm_loss
 from mwpgen.runtime import autocast_dtype
-from benchmarks.flops import matmul_params, matmul_rate, memory_rate
+from benchmarks.flops import matmul_params, matmul_rate, memory_rate, timed
 from benchmarks.machine import describe
 from mwpgen.ours.consistency import free_running_problems
 from mwpgen.ours.inputs import prompt_embeddings
@@ -119,16 +119,6 @@ class RssPeak:
         self.thread.join()
         self.peak = max(self.peak, self._rss())
         self.delta = self.peak - self.base
-
-
-def timed(fn, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    t = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - t
 
 
 def peak_memory(fn, device: torch.device) -> int:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
-from benchmarks.flops import sync
+from benchmarks.flops import timed
 from benchmarks.machine import describe
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.ours.consistency import free_running_problems
@@ -59,12 +58,8 @@ def main(argv=None) -> None:
     prompts = {name: [m.get_input_embeddings()(ids).detach() for ids in prompt_ids] for name, m in arms.items()}
 
     def write(name: str, n: int) -> float:
-        sync(device)
-        began = time.perf_counter()
-        free_running_problems(arms[name], prompts[name], eos_id=-1, max_tokens=n, tau=1.0, relaxation="gumbel",
-                              autocast_dtype=amp)
-        sync(device)
-        return time.perf_counter() - began
+        return timed(lambda: free_running_problems(arms[name], prompts[name], eos_id=-1, max_tokens=n, tau=1.0,
+                                                   relaxation="gumbel", autocast_dtype=amp), device)
 
     for name in arms:
         write(name, 4)  # warm-up

@@ -13,6 +13,15 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+def timed(fn, device: torch.device) -> float:
+    """Seconds one call of `fn` takes, the device's queued work included."""
+    sync(device)
+    t = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - t
+
+
 def matmul_rate(device: torch.device, dtype: torch.dtype, n: int, reps: int) -> float:
     """FLOP/s of the fastest of `reps` dense n x n matmuls in `dtype` (after two warm-up products)."""
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)

@@ -32,10 +32,11 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
     # each set's number names its objects and uids; the later corpora are numbered last, so that the sets read before
     # they came keep theirs (and the tiny judge's separable readings)
     ordered = sorted(SETS, key=lambda s: s.name in CORPORA[1:])
+    # the later corpora write of the second one's objects: the tiny judge learns "more" against "away", not one
+    # more object (whose random features a probe this small does not average out)
+    later = OBJECTS[[s.name for s in ordered].index(CORPORA[1])]
     for n, spec in enumerate(ordered):
-        # the later corpora write of the second one's objects: the tiny judge learns "more" against "away", not
-        # one more object (whose random features a probe this small does not average out)
-        obj = OBJECTS[[s.name for s in ordered].index(CORPORA[1]) if spec.name in CORPORA[1:] else n]
+        obj = later if spec.name in CORPORA[1:] else OBJECTS[n % len(OBJECTS)]
         folder = root / LABELS / spec.name
         parts = {"judge": ("dev", "test"), "verify_pools": ("validation", "test")}.get(
             spec.name, ("train",) if spec.name in CORPORA else ("test",))

@@ -44,12 +44,10 @@ random_model=/tmp/smollm2-random
 if [ ! -f "$random_model/model.safetensors" ]; then
   python3 - "$keep/common/smollm2" "$random_model" <<'EOF'
 import sys
-import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from pathlib import Path
+from mwpgen.lm.loading import atomic_save_pretrained, load_model_and_tokenizer
 source, out = sys.argv[1:]
-torch.manual_seed(0)
-AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(source)).save_pretrained(out)
-AutoTokenizer.from_pretrained(source).save_pretrained(out)
+atomic_save_pretrained(*load_model_and_tokenizer(source, pretrained=False, seed=0), Path(out))
 EOF
 fi
 case $part in

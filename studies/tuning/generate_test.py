@@ -31,12 +31,17 @@ def main(argv=None) -> None:
     ap.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     ap.add_argument("--data", type=Path, default=ROOT / "data")
     args = ap.parse_args(argv)
-    if not (args.bundle / "ours.json").exists():
-        raise SystemExit(f"error: {args.bundle} is not an ours bundle (no ours.json)")
-
+    from mwpgen.ours.bundle import bundle_settings
     from mwpgen.ours.inputs import JointExample
     from tasks.generate import generate_ours
 
+    try:
+        context = bundle_settings(args.bundle)["context"]
+    except (FileNotFoundError, ValueError) as e:  # not an ours bundle, or one of another format
+        raise SystemExit(f"error: {e}") from None
+    if context != "selector":  # heuristic keywords: the generate stage's own fold_keywords path, not this study's
+        raise SystemExit(f"error: {args.bundle} takes {context} keywords as context; only a bundle whose selector "
+                         "picks its context is decoded here")
     params = load_params(args.params)
     exp = params.experiment
     data = load_fold(args.data, DATASET, FOLD, exp.max_train_of(DATASET), exp.max_test_of(DATASET), exp.seed,
