@@ -1,8 +1,8 @@
 """Stage `tune`: ours' generator tuned on blind readings (mwpgen/tuning.py) — RFT on read-right candidates or DPO on
 right-vs-wrong pairs against ours as the frozen reference — then generated and scored as model `ours-<method>`.
 
-The readings are data/labels/corpus: candidates written for Arithmetic fold 0's training equations, read blind, so
-no validation or test label ever tunes. The selector and the co-trained mwp2eq are ours' own, unchanged.
+The readings are those of the corpora `tuning.corpora` names (data/labels/corpus, corpus_round2, corpus_round3):
+candidates written for Arithmetic fold 0's training equations, read blind, so no validation or test label ever tunes. The selector and the co-trained mwp2eq are ours' own, unchanged.
 
 Both methods: python -m orchestration.pipeline --profile tuning   (profiles/tuning.yaml)
 """
@@ -17,7 +17,7 @@ from flows.generate import generate
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.data.readings import corpus_candidates
+from mwpgen.data.readings import tuning_candidates
 from mwpgen.paths import PROJECT_ROOT
 from tasks.tune import tune_ours_bundle
 from tracking.runs import fold_run
@@ -29,7 +29,7 @@ def tune(params: Params, method: str, dataset: str, fold: int) -> dict:
     cfg, exp = params.tuning, params.experiment
     model = registry.tuned_model(method)
     base, paths = fold_paths("ours", dataset, fold), fold_paths(model, dataset, fold)
-    readings = [r for r in corpus_candidates(PROJECT_ROOT) if r["model"] in cfg.candidates_from]
+    readings = tuning_candidates(PROJECT_ROOT, cfg.corpora, cfg.candidates_from)
     data = load_fold(DATA, dataset, fold, registry.max_train(params, "ours", dataset), exp.max_test_of(dataset),
                      exp.seed, validation_size=exp.validation_size)
     # The corpus was drawn for this fold's training problems as the split stood then: a reading whose problem is not
@@ -40,15 +40,16 @@ def tune(params: Params, method: str, dataset: str, fold: int) -> dict:
     outside = [r for r in readings if r["id"] not in training_ids]
     if outside:
         log.warning("%d of %d readings are of problems that are not training problems of %s fold %d now "
-                    "(data/labels/corpus/key.csv, e.g. id %s): left out", len(outside), len(readings), dataset, fold,
-                    outside[0]["id"])
+                    "(key.csv of data/labels/%s, e.g. id %s): left out", len(outside), len(readings), dataset, fold,
+                    ", ".join(cfg.corpora), outside[0]["id"])
         readings = [r for r in readings if r["id"] in training_ids]
     with fold_run(model, dataset, fold, "train") as run:
         run.params({"method": method, "base": str(base.model_dir.relative_to(PROJECT_ROOT)),
                     "readings_read": len(readings),
                     **{f"tuning.{k}": v for k, v in cfg.model_dump().items()}})
-        log.info("tuning ours on %s fold %d by %s: %d readings (%d read right) of %s", dataset, fold, method,
-                 len(readings), sum(r["label"] for r in readings), ", ".join(cfg.candidates_from))
+        log.info("tuning ours on %s fold %d by %s: %d readings (%d read right) in %s, of %s", dataset, fold, method,
+                 len(readings), sum(r["label"] for r in readings), ", ".join(cfg.corpora),
+                 ", ".join(cfg.candidates_from))
         result = tune_ours_bundle(params, method, base.model_dir, paths.model_dir, readings, data.train,
                                   on_log=lambda rec: run.metrics({f"tune_{k}": v for k, v in rec.items()
                                                                   if k != "step"}, step=rec["step"]))

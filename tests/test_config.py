@@ -32,6 +32,8 @@ def test_shipped_params_cover_every_section():
         ({"split": {"n_folds": 1}}, ["split.n_folds", "greater than or equal to 2"]),
         ({"download": {"datasets": ["gsm8k"]}}, ["download.datasets.0", "'arithmetic', 'mawps' or 'math23k'"]),
         ({"translate": {"timeout_s": -1}}, ["translate.timeout_s", "greater than 0"]),
+        ({"tuning": {"corpora": ["corpus_round9"]}}, ["tuning.corpora.0", "'corpus_round2'"]),
+        ({"tuning": {"candidates_from": ["gpt"]}}, ["tuning.candidates_from.0", "'ours-rft'"]),
     ],
 )
 def test_errors_name_the_key(raw, named):
@@ -84,6 +86,21 @@ def test_paper_profile_applies_and_validates(tmp_path):
     assert "  model: gpt2-large" in "\n".join(after) and all("#" in a for a, b in zip(after, before) if "#" in b)
     with pytest.raises(ParamsError, match="no such profile"):
         apply_profile(params, ROOT / "profiles" / "nope.yaml")
+
+
+def test_the_tuning_profile_tunes_on_every_reading_round(tmp_path):
+    from mwpgen.config.profiles import apply_profile
+    from mwpgen.data.readings import CORPORA
+
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    apply_profile(params, ROOT / "profiles" / "tuning.yaml")
+    tuning = load_params(params).tuning
+    assert tuning.methods == ["rft"] and tuning.corpora == list(CORPORA)
+    assert set(tuning.candidates_from) == {"gpt_pre", "ours", "ours-rft"}  # every writer the corpora hold
+    with pytest.raises(ParamsError, match="tuning.corpora.3"):  # the schema knows every corpus, and only those
+        validate_params({"tuning": {"corpora": [*CORPORA, "corpus_round4"]}}, "p.yaml")
+    assert validate_params({"tuning": {"corpora": list(CORPORA)}}, "p.yaml").tuning.corpora == list(CORPORA)
 
 
 @pytest.mark.parametrize("spelling", ["3e-05", "3e-5", "3.0e-5", "3E-5", "0.00003", "+3e-05"])

@@ -148,6 +148,19 @@ def test_the_corpus_candidates_that_tune_are_its_training_readings_with_their_co
         corpus_candidates(root, "judge")
 
 
+def test_tuning_takes_the_named_corpora_in_turn_and_only_the_named_writers():
+    """tuning_candidates (stage tune's readings: tuning.corpora, tuning.candidates_from) is each corpus's candidates in
+    the order named, kept when a named model wrote them: round 1 is GPT-pre's and ours', later rounds ours-rft's."""
+    from mwpgen.data.readings import corpus_candidates, tuning_candidates
+
+    root = Path(__file__).resolve().parents[1]
+    first, second = corpus_candidates(root, "corpus"), corpus_candidates(root, "corpus_round2")
+    both = tuning_candidates(root, ["corpus", "corpus_round2"], ["gpt_pre", "ours", "ours-rft"])
+    assert both == first + second
+    assert tuning_candidates(root, ["corpus_round2", "corpus"], ["ours"]) == [r for r in first if r["model"] == "ours"]
+    assert tuning_candidates(root, ["corpus"], ["ours-rft"]) == []
+
+
 def test_corpus_candidates_refuse_a_label_for_a_text_nobody_read(tmp_path):
     """A candidate whose text differs from what problems.csv showed the reader, or two draws of one sample with two
     texts, is an error naming the file and line: never a label joined to the wrong text."""

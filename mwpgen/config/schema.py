@@ -388,9 +388,15 @@ class TuningParams(Section):
         ["arithmetic"], min_length=1, description="Datasets tuned on: the readings were written for Arithmetic fold 0's "
         "training equations, so only there do they stay off the test set.")
     folds: list[Literal[0]] = Field([0], min_length=1, description="Folds tuned on: 0 only (see datasets).")
-    candidates_from: list[Literal["gpt_pre", "ours"]] = Field(
-        ["gpt_pre", "ours"], min_length=1, description="Whose read candidates tune: a right problem is right "
-        "whoever wrote it (rft); pairs join candidates of one model for one problem and context (dpo).")
+    # mwpgen.data.readings.CORPORA, spelled out: importing it would make every stage depend on the readings' code
+    corpora: list[Literal["corpus", "corpus_round2", "corpus_round3"]] = Field(
+        ["corpus"], min_length=1, description="The reading corpora under data/labels whose read candidates tune, "
+        "each of training-fold equations only: corpus (GPT-pre's and ours' candidates), corpus_round2 (ours-rft's, "
+        "200 more equations), corpus_round3 (ours-rft's, 150 equations of -, / and two operators).")
+    candidates_from: list[Literal["gpt_pre", "ours", "ours-rft"]] = Field(
+        ["gpt_pre", "ours"], min_length=1, description="Whose read candidates tune, in any of the corpora: a right "
+        "problem is right whoever wrote it (rft); pairs join candidates of one model for one problem and context "
+        "(dpo).")
     epochs: int = Field(1, ge=1, le=100, description="Passes over the tuning data.")
     max_steps: int = Field(0, ge=0, description="Stop after this many optimizer steps (0 = no cap).")
     batch_size: int = Field(8, ge=1, le=512, description="Examples (rft) or pairs (dpo) per step.")

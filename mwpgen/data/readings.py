@@ -33,7 +33,7 @@ import csv
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 LABELS = Path("data") / "labels"
 PARTS = ("train", "validation", "test")
@@ -227,3 +227,9 @@ def corpus_candidates(root: Path, name: str = "corpus") -> list[dict]:
                     "generated": c["generated"], "label": label[k["uid"]][0], "model": k["model"],
                     "source": k["source"]})
     return out
+
+
+def tuning_candidates(root: Path, corpora: Sequence[str], models: Sequence[str]) -> list[dict]:
+    """The read candidates that tune a generator: `corpus_candidates` of each of `corpora` in turn (names of
+    CORPORA), those written by one of `models`."""
+    return [r for name in corpora for r in corpus_candidates(root, name) if r["model"] in models]

@@ -9,9 +9,9 @@ before anything becomes a stage.
     python -m studies.tuning.variant models/ours/arithmetic/fold0 models/ours-dpo-lr1e-5/arithmetic/fold0 \
         --method dpo --lr 1e-5                                            # DPO at a lower rate
 
-Settings are profiles/tuning.yaml's unless given. The readings are the corpus's (data/labels/corpus, as the stage
-takes them: `tuning.candidates_from`), plus any `--add-set`: another reading corpus under data/labels
-(mwpgen.data.readings.CORPORA), e.g. corpus_round2, ours-rft's own candidates for 200 more training-fold equations.
+Settings are profiles/tuning.yaml's unless given. The readings are data/labels/corpus's plus any `--add-set`'s
+(another reading corpus under data/labels, mwpgen.data.readings.CORPORA: e.g. corpus_round2, ours-rft's own candidates
+for 200 more training-fold equations), those written by a model of the profile's `tuning.candidates_from`.
 Only training-fold equations tune. Writes tuned_<model>.json (the data sizes,
 steps, time, CPU and settings) beside the bundle's name in studies/tuning/variants/.
 """
@@ -58,7 +58,7 @@ def main(argv=None) -> None:
 
     from mwpgen import registry
     from mwpgen.data.folds import load_fold
-    from mwpgen.data.readings import corpus_candidates
+    from mwpgen.data.readings import tuning_candidates
     from mwpgen.runtime import cpu_supports_bf16
     from studies.learned_judge.compare import cpu_name
     from tasks.tune import tune_ours_bundle
@@ -69,26 +69,23 @@ def main(argv=None) -> None:
     params = params.model_copy(update={"tuning": type(params.tuning).model_validate(
         params.tuning.model_dump() | changes)})
     cfg, exp = params.tuning, params.experiment
-    corpus_rows = [] if args.without_corpus else [
-        r for r in corpus_candidates(ROOT) if r["model"] in cfg.candidates_from]
-    added = [r for name in args.add_set for r in corpus_candidates(ROOT, name)]
+    corpora = ([] if args.without_corpus else ["corpus"]) + args.add_set
+    readings = tuning_candidates(ROOT, corpora, cfg.candidates_from)
     everything = load_fold(args.data, "arithmetic", 0, 0, 0, exp.seed, validation_size=exp.validation_size)
     training_ids = {r["id"] for r in everything.train}
-    readings = [r for r in corpus_rows + added if r["id"] in training_ids]
-    if len(readings) != len(corpus_rows) + len(added):
-        outside = len(corpus_rows) + len(added) - len(readings)
+    outside = sum(r["id"] not in training_ids for r in readings)
+    if outside:
         raise SystemExit(f"error: {outside} readings are not of training problems")
     data = load_fold(args.data, "arithmetic", 0, registry.max_train(params, "ours", "arithmetic"),
                      exp.max_test_of("arithmetic"), exp.seed, validation_size=exp.validation_size)
-    print(f"corpus: {len(corpus_rows)} readings ({sum(r['label'] for r in corpus_rows)} right); added sets: "
-          f"{len(added)} ({sum(r['label'] for r in added)} right); {args.method} {args.base} -> {args.out}", flush=True)
+    print(f"{', '.join(corpora)}: {len(readings)} readings ({sum(r['label'] for r in readings)} right) of "
+          f"{', '.join(cfg.candidates_from)}; {args.method} {args.base} -> {args.out}", flush=True)
     # .fn: the task's plain function (Prefect's public attribute), so the study runs without a flow or a server.
     result = tune_ours_bundle.fn(params, args.method, args.base, args.out, readings, data.train)
     # models/<name>/<dataset>/fold<k>, wherever the clone is
     summary = {"base": "/".join(args.base.parts[-4:]), "out": "/".join(args.out.parts[-4:]), "method": args.method,
-               "added_sets": [str(LABELS / name) for name in args.add_set], "corpus_readings": len(corpus_rows),
-               "corpus_right": sum(r["label"] for r in corpus_rows), "added_readings": len(added),
-               "added_right": sum(r["label"] for r in added),
+               "corpora": [str(LABELS / name) for name in corpora], "read": len(readings),
+               "read_right": sum(r["label"] for r in readings),
                **{k: result[k] for k in ("steps", "n", "readings", "right_candidates", "mixed_in", "pairs", "device")
                   if k in result},
                "wall_s": round(result["wall_s"], 1), "final_loss": round(result["history"][-1]["loss"], 4),
