@@ -144,7 +144,7 @@ def report(params: Params) -> dict:
     ablation_models = [(registry.ablation_model(v), d, k) for v in registry.ABLATION_VARIANTS
                        for d in ab.datasets for k in ab.folds
                        if v in ab.variants or elsewhere(registry.ablation_model(v), d, k)]
-    # ours tuned on readings (stage tune, `--profile tuning`): Table 2 rows on the folds it was tuned on.
+    # ours tuned on readings (stage tune): Table 2 rows on the folds it was tuned on.
     tu = params.tuning
     tuned_models = [(registry.tuned_model(t), d, k) for t in registry.TUNING_METHODS for d in tu.datasets
                     for k in tu.folds if (d, k) in runs

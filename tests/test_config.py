@@ -88,19 +88,19 @@ def test_paper_profile_applies_and_validates(tmp_path):
         apply_profile(params, ROOT / "profiles" / "nope.yaml")
 
 
-def test_the_tuning_profile_tunes_on_every_reading_round(tmp_path):
-    from mwpgen.config.profiles import apply_profile
+def test_the_default_run_tunes_on_every_reading_round_and_serves_the_tuned_model():
     from mwpgen.data.readings import CORPORA
 
-    params = tmp_path / "params.yaml"
-    params.write_text((ROOT / "params.yaml").read_text())
-    apply_profile(params, ROOT / "profiles" / "tuning.yaml")
-    tuning = load_params(params).tuning
+    params = load_params(ROOT / "params.yaml")
+    tuning = params.tuning
     assert tuning.methods == ["rft"] and tuning.corpora == list(CORPORA)
     assert set(tuning.candidates_from) == {"gpt_pre", "ours", "ours-rft"}  # every writer the corpora hold
+    assert params.serve.model == "ours-rft"
     with pytest.raises(ParamsError, match="tuning.corpora.3"):  # the schema knows every corpus, and only those
         validate_params({"tuning": {"corpora": [*CORPORA, "corpus_round4"]}}, "p.yaml")
-    assert validate_params({"tuning": {"corpora": list(CORPORA)}}, "p.yaml").tuning.corpora == list(CORPORA)
+    with pytest.raises(ParamsError, match=r"serve.model: ours-rft is not made by this run \(tuning.methods: \[\]\)"):
+        validate_params({"tuning": {"methods": []}}, "p.yaml")
+    assert validate_params({"tuning": {"methods": []}, "serve": {"model": "ours"}}, "p.yaml").serve.model == "ours"
 
 
 @pytest.mark.parametrize("spelling", ["3e-05", "3e-5", "3.0e-5", "3E-5", "0.00003", "+3e-05"])
@@ -171,8 +171,11 @@ def test_n_folds_is_free_without_arithmetic():
     mawps = ["mawps"]
     params = validate_params({"split": {"n_folds": 3}, "download": {"datasets": mawps},
                               "experiment": {"datasets": mawps, "folds": [2]},
-                              "ablation": {"datasets": mawps, "folds": [1]}})
+                              "ablation": {"datasets": mawps, "folds": [1]},
+                              "tuning": {"methods": []}, "serve": {"model": "ours"}})
     assert params.split.n_folds == 3
+    with pytest.raises(ParamsError, match="without it, set tuning.methods: \\[\\] and serve.model: ours"):
+        validate_params({"experiment": {"datasets": mawps}})
 
 
 def test_infinite_float_in_yaml_is_refused(tmp_path):

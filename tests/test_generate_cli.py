@@ -207,27 +207,41 @@ def test_a_column_or_key_given_twice_is_an_error_naming_it(capsys, tmp_path):
 def test_no_default_model_says_how_to_get_one(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml, no models/: the defaults, Arithmetic fold 0
     code, out, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
-    assert code == 1 and out == "" and err.startswith("mwpgen: error: no trained ours model at ")
-    assert str(tmp_path / "models" / "ours" / "arithmetic" / "fold0") in err
-    for how in ("dvc repro train_ours@arithmetic-0", "python -m orchestration.pipeline",
-                "dvc pull train_ours@arithmetic-0", "--model", "models:/mwpgen-ours/", "runs:/RUN/mwpgen-ours"):
+    assert code == 1 and out == "" and err.startswith("mwpgen: error: no trained ours-rft (ours tuned on blind ")
+    assert str(tmp_path / "models" / "ours-rft" / "arithmetic" / "fold0") in err  # serve.model where tuning covers
+    for how in ("dvc repro tune@rft-arithmetic-0", "python -m orchestration.pipeline", "dvc pull tune@rft-arithmetic-0",
+                "--model", "models/ours/<dataset>/fold<k>", "models:/mwpgen-ours/", "runs:/RUN/mwpgen-ours"):
         assert how in err, how
     assert "min for ours" not in err  # this checkout has committed no training metrics: no cost is invented
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["experiment"].update(datasets=["mawps"], folds=[2])
+    params["experiment"].update(datasets=["mawps"], folds=[2])  # a fold tuning does not cover: ours
+    params["tuning"]["methods"], params["serve"]["model"] = [], "ours"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
-    assert code == 1 and "dvc repro train_ours@mawps-2" in err and "dvc pull train_ours@mawps-2" in err
+    assert code == 1 and err.startswith("mwpgen: error: no trained ours model at ")
+    assert "dvc repro train_ours@mawps-2" in err and "dvc pull train_ours@mawps-2" in err
+
+
+def test_the_served_model_is_the_tuned_one_only_where_tuning_covers_the_fold():
+    """served_model (stage register and the CLI's default): serve.model on tuning's folds, ours on every other."""
+    from mwpgen.config.schema import validate_params
+
+    params = validate_params({"experiment": {"datasets": ["arithmetic", "mawps"], "folds": [0, 1]}})
+    assert cli.served_model(params, "arithmetic", 0) == "ours-rft"
+    assert cli.served_model(params, "arithmetic", 1) == cli.served_model(params, "mawps", 0) == "ours"
+    untuned = validate_params({"tuning": {"methods": []}, "serve": {"model": "ours"}})
+    assert cli.served_model(untuned, "arithmetic", 0) == "ours"
 
 
 def test_no_model_help_quotes_the_committed_training_times(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)
-    for model, wall_s in (("mwp2eq", 1727.6), ("ours", 4614.9)):
+    for model, wall_s in (("mwp2eq", 1727.6), ("ours", 4614.9), ("ours-rft", 830.0)):
         path = tmp_path / "metrics" / "train" / model / "arithmetic" / "fold0.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"wall_s": wall_s}))
     code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
     assert code == 1 and "took 29 min for the evaluator" in err and "and 77 min for ours" in err
+    assert "then 14 min to tune it (ours-rft)" in err
 
 
 # ---------------------------------------------------------------------------------------------- generating
@@ -439,7 +453,7 @@ def test_the_checkouts_judge_judges_only_the_checkouts_default_model(capsys, mon
     from mwpgen.learned_judge import save_no_judge
 
     monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml: Arithmetic fold 0
-    shutil.copytree(bundle, tmp_path / "models" / "ours" / "arithmetic" / "fold0")  # the checkout's default model
+    shutil.copytree(bundle, tmp_path / "models" / "ours-rft" / "arithmetic" / "fold0")  # the checkout's served model
     folder = tmp_path / "models" / "judge" / "arithmetic" / "fold0"
     argv = ["--equation", "x = 12 - 5", "--context", "Joan", "--verify", "3", "--format", "json", *FAST]
     save_no_judge(folder, "the rule judged validation as well")  # train_judge adopted none: the rule

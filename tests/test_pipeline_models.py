@@ -90,6 +90,7 @@ def project(tmp_path_factory, prefect_api):
     params["generate"].update(max_new_tokens=24, batch_size=4)
     params["judge"].update(layer=1)  # of the tiny model's 2
     params["tuning"].update(methods=["dpo"], max_steps=2, batch_size=4)
+    params["serve"].update(model="ours-dpo")  # served where tuned: the tuned model this run makes
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(dest)
     # A parent run, as orchestration.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.

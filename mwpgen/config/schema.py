@@ -381,32 +381,41 @@ class AblationParams(Section):
 
 class TuningParams(Section):
     methods: list[Literal[registry.TUNING_METHODS]] = Field(
-        [], description="Ways to tune ours' generator on the corpus's blind readings (mwpgen/tuning.py), each run as "
-        "model `ours-<method>` (stage `tune`): rft (rejection-sampling fine-tuning on read-right candidates) and dpo "
-        "(right vs wrong pairs, ours as the frozen reference); [] = none. profiles/tuning.yaml lists both.")
+        ["rft"], description="Ways to tune ours' generator on the corpora's blind readings (mwpgen/tuning.py), each run "
+        "as model `ours-<method>` (stage `tune`): rft (rejection-sampling fine-tuning on read-right candidates) and dpo "
+        "(right vs wrong pairs, ours as the frozen reference, which lost to rft on validation reading); [] = none.")
     datasets: list[Literal["arithmetic"]] = Field(
         ["arithmetic"], min_length=1, description="Datasets tuned on: the readings were written for Arithmetic fold 0's "
         "training equations, so only there do they stay off the test set.")
     folds: list[Literal[0]] = Field([0], min_length=1, description="Folds tuned on: 0 only (see datasets).")
     # mwpgen.data.readings.CORPORA, spelled out: importing it would make every stage depend on the readings' code
     corpora: list[Literal["corpus", "corpus_round2", "corpus_round3"]] = Field(
-        ["corpus"], min_length=1, description="The reading corpora under data/labels whose read candidates tune, "
+        ["corpus", "corpus_round2", "corpus_round3"], min_length=1, description="The reading corpora under data/labels whose read candidates tune, "
         "each of training-fold equations only: corpus (GPT-pre's and ours' candidates), corpus_round2 (ours-rft's, "
         "200 more equations), corpus_round3 (ours-rft's, 150 equations of -, / and two operators).")
     candidates_from: list[Literal["gpt_pre", "ours", "ours-rft"]] = Field(
-        ["gpt_pre", "ours"], min_length=1, description="Whose read candidates tune, in any of the corpora: a right "
+        ["gpt_pre", "ours", "ours-rft"], min_length=1, description="Whose read candidates tune, in any of the "
+        "corpora (round 1 holds GPT-pre's and ours', rounds 2 and 3 an earlier ours-rft's): a right "
         "problem is right whoever wrote it (rft); pairs join candidates of one model for one problem and context "
         "(dpo).")
     epochs: int = Field(1, ge=1, le=100, description="Passes over the tuning data.")
     max_steps: int = Field(0, ge=0, description="Stop after this many optimizer steps (0 = no cap).")
     batch_size: int = Field(8, ge=1, le=512, description="Examples (rft) or pairs (dpo) per step.")
-    lr: float = Field(1e-5, gt=0, le=1, description="Adam learning rate of the generator (ours trained at 5e-5).")
+    lr: float = Field(3e-5, gt=0, le=1, description="Adam learning rate of the generator (ours trained at 5e-5; at "
+                      "1e-5 an epoch of rft moves it by about 1/8 of ours' own fine-tuning).")
     beta: float = Field(0.1, gt=0, le=10, description="DPO's beta (Rafailov et al. 2023, Eq. 7): how far from the "
                         "reference the policy may move.")
     rft_mix: float = Field(1.0, ge=0, le=20, description="rft: the fold's own training problems mixed in per "
                            "read-right candidate, so fluency holds.")
     pairs_per_group: int = Field(4, ge=1, le=100, description="dpo: at most this many right-vs-wrong pairs per "
                                  "problem and context (seeded draw).")
+
+
+class ServeParams(Section):
+    model: Literal[("ours", *(m.name for m in registry.TUNED))] = Field(
+        "ours-rft", description="The model stage `register` serves as mwpgen-ours and `mwpgen generate` uses without "
+        "--model: ours, or ours tuned on readings (ours-<method>, a method of tuning.methods) for the folds tuning "
+        "covers (tuning.datasets x tuning.folds); ours elsewhere.")
 
 
 class Params(Section):
@@ -423,6 +432,7 @@ class Params(Section):
     judge: JudgeParams = JudgeParams()
     ablation: AblationParams = AblationParams()
     tuning: TuningParams = TuningParams()
+    serve: ServeParams = ServeParams()
 
     @model_validator(mode="after")
     def _consistent(self) -> "Params":
@@ -455,7 +465,11 @@ class Params(Section):
                      if d not in exp.datasets or k not in exp.folds] if tu.methods else []
         if untrained:
             problems.append(f"tuning.datasets x tuning.folds: {', '.join(untrained)} not in experiment.datasets x "
-                            "experiment.folds, whose train_ours makes the ours that tune starts from")
+                            "experiment.folds, whose train_ours makes the ours that tune starts from (the readings are of Arithmetic "
+                            "fold 0's equations: without it, set tuning.methods: [] and serve.model: ours)")
+        if self.serve.model not in ("ours", *(registry.tuned_model(m) for m in tu.methods)):
+            problems.append(f"serve.model: {self.serve.model} is not made by this run (tuning.methods: "
+                            f"{tu.methods}); serve ours, or add its method to tuning.methods")
         if problems:
             raise ValueError("\n  ".join(problems))
         return self

@@ -178,60 +178,73 @@ def named(item: Numbered, message: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- the model
 
-def default_fold() -> tuple[str, int]:
-    """The default run's (dataset, fold): params.yaml's first of each (Arithmetic fold 0 without one)."""
-    from mwpgen.config.files import ParamsError
-    from mwpgen.config.schema import load_params
+def served_model(params, dataset: str, fold: int) -> str:
+    """The model served for (dataset, fold) (`params`: a config.Params): serve.model where the run tunes that fold
+    (tuning.datasets x tuning.folds), else ours, which is the only model of a fold that tuning does not cover."""
+    tuning = params.tuning
+    return params.serve.model if dataset in tuning.datasets and fold in tuning.folds else "ours"
 
+
+def default_fold() -> tuple[str, int, str]:
+    """The default run's (dataset, fold, served model): params.yaml's first dataset and fold (Arithmetic fold 0 and
+    the schema's defaults without a params.yaml)."""
+    from mwpgen.config.files import ParamsError
+    from mwpgen.config.schema import Params, load_params
+
+    params = Params()
     if (PROJECT_ROOT / "params.yaml").exists():
         try:
-            exp = load_params(PROJECT_ROOT / "params.yaml").experiment
-            return exp.datasets[0], exp.folds[0]
+            params = load_params(PROJECT_ROOT / "params.yaml")
         except ParamsError:
             pass
-    return "arithmetic", 0
+    dataset, fold = params.experiment.datasets[0], params.experiment.folds[0]
+    return dataset, fold, served_model(params, dataset, fold)
 
 
 def default_model() -> Path:
-    """The default run's trained ours: models/ours/<experiment.datasets[0]>/fold<experiment.folds[0]>."""
+    """The default run's served model: models/<served model>/<experiment.datasets[0]>/fold<experiment.folds[0]>."""
     from mwpgen.paths import FoldPaths
 
-    dataset, fold = default_fold()
-    path = FoldPaths(PROJECT_ROOT, "ours", dataset, fold).model_dir
+    dataset, fold, model = default_fold()
+    path = FoldPaths(PROJECT_ROOT, model, dataset, fold).model_dir
     if not (path / "ours.json").exists():
-        raise CliError(no_model_help(path, dataset, fold), EXIT_FAILED)
+        raise CliError(no_model_help(path, dataset, fold, model), EXIT_FAILED)
     return path
 
 
-def measured_cost(dataset: str, fold: int) -> str:
-    """What training took in this checkout's committed run, from the metrics it committed (none: nothing said)."""
-    def minutes(model: str) -> float | None:
-        path = PROJECT_ROOT / "metrics" / "train" / model / dataset / f"fold{fold}.json"
+def measured_cost(dataset: str, fold: int, model: str = "ours") -> str:
+    """What training `model` took in this checkout's committed run, from the metrics it committed (none: nothing
+    said)."""
+    def minutes(name: str) -> float | None:
+        path = PROJECT_ROOT / "metrics" / "train" / name / dataset / f"fold{fold}.json"
         try:
             return json.loads(path.read_text(encoding="utf-8"))["wall_s"] / 60
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    evaluator, ours = minutes("mwp2eq"), minutes("ours")
-    if evaluator is None or ours is None:
+    evaluator, ours, tuned = minutes("mwp2eq"), minutes("ours"), minutes(model) if model != "ours" else 0.0
+    if evaluator is None or ours is None or tuned is None:
         return ""
+    tuning = f", then {tuned:.0f} min to tune it ({model})" if model != "ours" else ""
     return (f" The committed run's training took {evaluator:.0f} min for the evaluator (ours trains its own parser up "
-            f"to the evaluator's parse accuracy) and {ours:.0f} min for ours (metrics/train/; README gives the "
-            "machine).")
+            f"to the evaluator's parse accuracy) and {ours:.0f} min for ours{tuning} (metrics/train/; README gives "
+            "the machine).")
 
 
-def no_model_help(path: Path, dataset: str, fold: int) -> str:
-    """What to do when the default run's ours is not there: train it, pull it, or point --model elsewhere."""
-    stage = f"train_ours@{dataset}-{fold}"
-    return (f"no trained ours model at {path} (the default run's ours, which `mwpgen generate` uses without --model)."
-            " To get one:\n"
-            f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data, keyword and evaluator stages "
-            f"it needs first; a CUDA GPU is used when there is one).{measured_cost(dataset, fold)} Or the whole "
-            "default run, every model and the report: `bash scripts/run.sh python -m orchestration.pipeline`;\n"
+def no_model_help(path: Path, dataset: str, fold: int, model: str = "ours") -> str:
+    """What to do when the default run's served model is not there: train it, pull it, or point --model elsewhere."""
+    stage = f"train_ours@{dataset}-{fold}" if model == "ours" else f"tune@{model.removeprefix('ours-')}-{dataset}-{fold}"
+    what = "ours" if model == "ours" else f"{model} (ours tuned on blind readings)"
+    return (f"no trained {what} model at {path} (the default run's served model, which `mwpgen generate` uses without "
+            "--model; params.yaml: serve.model). To get one:\n"
+            f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data, keyword, evaluator and ours "
+            f"stages it needs first; a CUDA GPU is used when there is one).{measured_cost(dataset, fold, model)} Or "
+            "the whole default run, every model and the report: `bash scripts/run.sh python -m orchestration.pipeline`;"
+            "\n"
             f"  - or, if a DVC remote holds the default run (.dvc/config, docs/many_machines.md): "
             f"`bash scripts/run.sh dvc pull {stage}`;\n"
-            "  - or use another model: --model with a bundle folder, an MLflow run id, "
-            f"runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias).")
+            "  - or use another model: --model with a bundle folder (e.g. models/ours/<dataset>/fold<k>, ours untuned), "
+            f"an MLflow run id, runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias).")
 
 
 def mlflow_uri(spec: str) -> str | None:
@@ -308,7 +321,8 @@ def resolve_judge(spec: str | None, model_spec: str | None, model: Path) -> Path
     packaged = packaged_judge(model)
     if packaged is not None or model_spec is not None:
         return packaged
-    path = FoldPaths(PROJECT_ROOT, None, *default_fold()).judge
+    dataset, fold, _ = default_fold()
+    path = FoldPaths(PROJECT_ROOT, None, dataset, fold).judge
     return path if has_judge(path) else None  # no judge adopted for the fold (no_judge.json): the rule
 
 

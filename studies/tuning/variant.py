@@ -9,7 +9,7 @@ before anything becomes a stage.
     python -m studies.tuning.variant models/ours/arithmetic/fold0 models/ours-dpo-lr1e-5/arithmetic/fold0 \
         --method dpo --lr 1e-5                                            # DPO at a lower rate
 
-Settings are profiles/tuning.yaml's unless given. The readings are data/labels/corpus's plus any `--add-set`'s
+Settings are params.yaml's `tuning` section unless given. The readings are data/labels/corpus's plus any `--add-set`'s
 (another reading corpus under data/labels, mwpgen.data.readings.CORPORA: e.g. corpus_round2, ours-rft's own candidates
 for 200 more training-fold equations), those written by a model of the profile's `tuning.candidates_from`.
 Only training-fold equations tune. Writes tuned_<model>.json (the data sizes,
@@ -30,11 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "studies" / "tuning" / "variants"
 
 
-def tuning_params(profile: Path):
-    """params.yaml with the tuning profile applied, in a scratch copy (params.yaml itself is not touched)."""
+def tuning_params(profile: Path | None):
+    """params.yaml, with `profile` applied in a scratch copy when one is given (params.yaml itself is not touched)."""
     from mwpgen.config.profiles import apply_profile
     from mwpgen.config.schema import load_params
 
+    if profile is None:
+        return load_params(ROOT / "params.yaml")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "params.yaml"
         shutil.copyfile(ROOT / "params.yaml", path)
@@ -52,7 +54,7 @@ def main(argv=None) -> None:
     ap.add_argument("--add-set", action="append", default=[], choices=CORPORA[1:],
                     help="another reading corpus under data/labels whose readings tune too (e.g. corpus_round2)")
     ap.add_argument("--without-corpus", action="store_true", help="the --add-set readings only")
-    ap.add_argument("--profile", type=Path, default=ROOT / "profiles" / "tuning.yaml")
+    ap.add_argument("--profile", type=Path, help="a profile applied to params.yaml first (default: none)")
     ap.add_argument("--data", type=Path, default=ROOT / "data")
     args = ap.parse_args(argv)
 
