@@ -45,9 +45,23 @@ RUNNING = "Running stage '"  # how DVC announces that it runs a stage's command 
 NOISE = re.compile(r"Beginning flow run '|View at https?://|Finished in state Completed\(\)|^Updating lock file "
                    r"'dvc\.lock'|^Use `dvc push` to send|\d+%\|.*\| *\d+/\d+ \[|^\s*$")
 # CPython's own report of a crash: what a stage's Python prints when a Ctrl-C reaches it while it is still starting
-# (importing `site`), before any handler of the stage can turn the interruption into its one line.
-CRASH = re.compile(r"^(Traceback \(most recent call last\):|Fatal Python error|Python runtime state|Current thread"
-                   r"|  File |    |KeyboardInterrupt)")
+# (importing `site`), before any handler of the stage can turn the interruption into its one line. A report opens
+# with CRASH_START; its lines go on with CRASH_BODY (a frame, its source line, the exception) until one does not.
+CRASH_START = re.compile(r"^(Traceback \(most recent call last\):|Fatal Python error|Python runtime state"
+                         r"|Current thread)")
+CRASH_BODY = re.compile(r"^(  File |    |KeyboardInterrupt|\s*$)")
+
+
+class CrashReport:
+    """Tells, line by line, whether a line belongs to a Python crash report (CRASH_START, then CRASH_BODY lines):
+    only those are dropped while a run stops, never a stage's own output that happens to be indented."""
+
+    def __init__(self) -> None:
+        self.inside = False
+
+    def __call__(self, line: str) -> bool:
+        self.inside = bool(CRASH_START.match(line)) or self.inside and bool(CRASH_BODY.match(line))
+        return self.inside
 
 
 @dataclass
@@ -116,7 +130,7 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
     """Run `command(stage)` for every planned stage once the stages it waits for have succeeded, `jobs` at a time,
     each line of their output echoed behind its stage's name. After a failure no stage starts; those running finish
     (their work is kept). Interrupted (Ctrl-C, or SIGTERM made an exception), every running stage is interrupted as
-    by a Ctrl-C, and what they print while stopping is echoed, but for a Python's own crash report (CRASH: a stage
+    by a Ctrl-C, and what they print while stopping is echoed, but for a Python's own crash report (CrashReport: a stage
     interrupted while its interpreter starts). Not `verbose`: the NOISE lines are not echoed.
     Killed outright, its reaper does the same
     (orchestration/stage_reaper.py)."""
@@ -131,11 +145,12 @@ def run(plan: Plan, command: Callable[[str], list[str]], *, cwd: Path, env: dict
     stopping = threading.Event()  # the run was interrupted: the stages are being stopped
 
     def relay(stage: str, proc: subprocess.Popen) -> None:
-        ran = False
+        ran, crash = False, CrashReport()
         with proc.stdout:
             for line in proc.stdout:
                 ran = ran or line.startswith(RUNNING)
-                if not verbose and NOISE.search(line) or stopping.is_set() and CRASH.match(line):
+                in_report = crash(line)  # every line, so that a report's start is seen
+                if not verbose and NOISE.search(line) or stopping.is_set() and in_report:
                     continue
                 with echo:
                     out.write(f"{stage} | {line}")

@@ -251,3 +251,16 @@ def test_a_pipeline_killed_mid_stage_leaves_no_stage_running_and_dvc_lock_whole(
     assert _gone(stage_pid, timeout_s=45)
     assert (repo / "dvc.lock").read_text() == lock_before
     assert git("diff", "--cached", "--stat") == ""  # nothing staged, let alone a cut-down lock
+
+
+def test_only_a_python_crash_report_is_taken_for_one_never_a_stages_indented_output():
+    """While a run stops, CPython's crash report of a stage interrupted as it starts is dropped (CrashReport); a
+    stage's own lines that start with spaces, before or after such a report, are not."""
+    from orchestration.parallel_repro import CrashReport
+
+    lines = ["    an indented table row of the stage\n",
+             "Traceback (most recent call last):\n", '  File "<frozen site>", line 1, in <module>\n',
+             "    import site\n", "KeyboardInterrupt\n",
+             "stage says: stopped\n", "    its indented detail\n"]
+    crash = CrashReport()
+    assert [crash(line) for line in lines] == [False, True, True, True, True, False, False]
