@@ -185,7 +185,7 @@ def served_model(params, dataset: str, fold: int) -> str:
     return params.serve.model if dataset in tuning.datasets and fold in tuning.folds else "ours"
 
 
-def default_fold() -> tuple[str, int, str]:
+def default_served() -> tuple[str, int, str]:
     """The default run's (dataset, fold, served model): params.yaml's first dataset and fold (Arithmetic fold 0 and
     the schema's defaults without a params.yaml)."""
     from mwpgen.config.files import ParamsError
@@ -205,7 +205,7 @@ def default_model() -> Path:
     """The default run's served model: models/<served model>/<experiment.datasets[0]>/fold<experiment.folds[0]>."""
     from mwpgen.paths import FoldPaths
 
-    dataset, fold, model = default_fold()
+    dataset, fold, model = default_served()
     path = FoldPaths(PROJECT_ROOT, model, dataset, fold).model_dir
     if not (path / "ours.json").exists():
         raise CliError(no_model_help(path, dataset, fold, model), EXIT_FAILED)
@@ -321,7 +321,7 @@ def resolve_judge(spec: str | None, model_spec: str | None, model: Path) -> Path
     packaged = packaged_judge(model)
     if packaged is not None or model_spec is not None:
         return packaged
-    dataset, fold, _ = default_fold()
+    dataset, fold, _ = default_served()
     path = FoldPaths(PROJECT_ROOT, None, dataset, fold).judge
     return path if has_judge(path) else None  # no judge adopted for the fold (no_judge.json): the rule
 

@@ -14,19 +14,12 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import json
-import random
 from pathlib import Path
 
+from studies.reading.blind_reading import rows as read
 from studies.reading.corpus import shape
-
-RESAMPLES = 2000
-
-
-def read(path: Path) -> list[dict]:
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+from studies.tuning.compare_validation import paired_interval
 
 
 def labels(path: Path) -> dict[str, int]:
@@ -48,14 +41,13 @@ def score(folder: Path) -> dict:
     if missing:
         raise SystemExit(f"{folder}: {len(missing)} problems not read (e.g. {missing[0]})")
     y = [first[u] for u in problems]
-    rng = random.Random(0)
-    means = sorted(sum(rng.choice(y) for _ in y) / len(y) for _ in range(RESAMPLES))
+    low, high = paired_interval(y)  # the bootstrap of a mean, here of one model's 0/1 readings
     by_shape = collections.defaultdict(list)
     for u, p in problems.items():
         by_shape[shape(p["equation"])].append(first[u])
     again = labels(folder / "labels_overlap.csv")
     return {"n": len(y), "right": sum(y), "share": round(sum(y) / len(y), 3),
-            "interval_95": [round(means[int(0.025 * RESAMPLES)], 3), round(means[int(0.975 * RESAMPLES) - 1], 3)],
+            "interval_95": [round(low, 3), round(high, 3)],
             "by_shape": {s: f"{sum(v)} of {len(v)}" for s, v in sorted(by_shape.items())},
             "overlap": {"n": len(again), "agree": sum(again[u] == first[u] for u in again)}}
 
@@ -63,8 +55,9 @@ def score(folder: Path) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path)
-    result = score(ap.parse_args(argv).folder)
-    (ap.parse_args(argv).folder / "reading.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    folder = ap.parse_args(argv).folder
+    result = score(folder)
+    (folder / "reading.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=1))
 
 

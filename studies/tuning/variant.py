@@ -11,7 +11,7 @@ before anything becomes a stage.
 
 Settings are params.yaml's `tuning` section unless given. The readings are data/labels/corpus's plus any `--add-set`'s
 (another reading corpus under data/labels, mwpgen.data.readings.CORPORA: e.g. corpus_round2, ours-rft's own candidates
-for 200 more training-fold equations), those written by a model of the profile's `tuning.candidates_from`.
+for 200 more training-fold equations), those written by a model of `tuning.candidates_from`.
 Only training-fold equations tune. Writes tuned_<model>.json (the data sizes,
 steps, time, CPU and settings) beside the bundle's name in studies/tuning/variants/.
 """
