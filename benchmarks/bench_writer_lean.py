@@ -1,0 +1,138 @@
+"""The writer of M' (ours' phase 2, `mwpgen.ours.consistency.free_running_problems`), today's loop against leaner
+ones that write the same tokens, side by side in one run: what the host's per-token work costs and what removing it
+buys, before any of it is adopted by the trainer.
+
+    python -m benchmarks.bench_writer_lean --model smollm2-135m --batch 8 --tokens 32 --rounds 3
+
+Arms (each writes `--tokens` tokens for `--batch` left-padded prompts, no EOS, bf16 autocast as training has it
+unless said; the same Gumbel noise, drawn up front, so every arm can be checked token for token against today's):
+- `today`: the library's loop (no_grad; the mask grown by a concatenation each step; the relaxation's softmax over
+  the vocabulary taken, then its argmax). It is checked once against `free_running_problems` itself.
+- `lean`: inference mode; the mask and positions preallocated; the Gumbel-max token as argmax(f + g), the softmax
+  skipped (its argmax is the same).
+- `lean_bf16`: `lean` on a bf16 copy of the weights made at each call (training changes them every step; the copy's
+  cost is counted), without autocast: no cast of any activation or weight at any step. Its numerics differ from
+  autocast's (norms and softmax in bf16): the share of tokens equal to today's is printed, not asserted.
+
+Prints ms a token per arm (median of `--rounds`, interleaved), each against `today`, and token agreement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+from pathlib import Path
+
+import torch
+
+from benchmarks.flops import timed
+from benchmarks.machine import describe
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.ours.consistency import free_running_problems
+from mwpgen.ours.inputs import pad_rows
+
+
+def write_today(model, prompts, noise, amp):
+    """Today's loop of free_running_problems (its no-feedback path), tokens only, the noise given."""
+    emb = model.get_input_embeddings()
+    x, mask = pad_rows(prompts, left=True)
+    position = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache, tokens = None, []
+    with torch.autocast(x.device.type, dtype=amp, enabled=amp is not None), torch.no_grad():
+        for t in range(noise.shape[1]):
+            out = model(inputs_embeds=x, attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
+                        logits_to_keep=1)
+            cache = out.cache
+            soft = torch.softmax(out.logits[:, -1].float() + noise[:, t], dim=-1)  # relax(), its noise given
+            token = soft.argmax(-1)
+            tokens.append(token)
+            x = emb(token)[:, None]
+            mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], dim=1)
+            position = position[:, -1:] + 1
+    return torch.stack(tokens, 1)
+
+
+def write_lean(model, prompts, noise, amp):
+    """The same tokens with less host work a step: inference mode, preallocated mask, argmax(f + g)."""
+    emb = model.get_input_embeddings()
+    x, prompt_mask = pad_rows(prompts, left=True)
+    n, width = noise.shape[1], prompt_mask.shape[1]
+    mask = torch.cat([prompt_mask, prompt_mask.new_ones(len(prompts), n)], dim=1)
+    position = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    last = position[:, -1:]
+    cache, tokens = None, []
+    with torch.autocast(x.device.type, dtype=amp, enabled=amp is not None), torch.inference_mode():
+        for t in range(n):
+            out = model(inputs_embeds=x, attention_mask=mask[:, :width + t], position_ids=position, cache=cache,
+                        use_cache=True, logits_to_keep=1)
+            cache = out.cache
+            token = (out.logits[:, -1].float() + noise[:, t]).argmax(-1)
+            tokens.append(token)
+            x = emb(token)[:, None]
+            position = last + t + 1
+    return torch.stack(tokens, 1)
+
+
+def write_lean_bf16(model, prompts, noise, amp):
+    """`lean` on a bf16 copy of the weights, made here as a training step would have to."""
+    copy16 = copy.deepcopy(model).to(torch.bfloat16)
+    return write_lean(copy16, [p.to(torch.bfloat16) for p in prompts], noise, None)
+
+
+ARMS = {"today": write_today, "lean": write_lean, "lean_bf16": write_lean_bf16}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="smollm2-135m", help="smollm2-135m, an HF id or a local path")
+    ap.add_argument("--cache-dir", type=Path, default=DEFAULT_MODEL_CACHE)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--tokens", type=int, default=32, help="tokens written per row")
+    ap.add_argument("--prompt", type=int, default=40, help="prompt length of the shortest row (row i: + i)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    args = ap.parse_args(argv)
+    device = torch.device("cpu")
+    amp = torch.bfloat16 if "avx512_bf16" in describe() else None  # as mwpgen.runtime.autocast_dtype decides
+    model, _tok = load_model_and_tokenizer(DEFAULT_MODEL if args.model == "smollm2-135m" else args.model,
+                                           args.cache_dir, device=device)
+    model.train()  # as in training: the writer runs between optimizer steps
+    generator = torch.Generator().manual_seed(0)
+    prompts = [model.get_input_embeddings()(torch.randint(0, 1000, (args.prompt + i,), generator=generator)).detach()
+               for i in range(args.batch)]
+    vocab = model.get_output_embeddings().weight.shape[0]
+    noise = -torch.log(-torch.log(torch.rand(args.batch, args.tokens, vocab, generator=generator).clamp(1e-10, 1 - 1e-10)))
+
+    # today's replica against the library itself: the same global-RNG Gumbel draws, the same tokens
+    torch.manual_seed(1)
+    library = free_running_problems(model, prompts, eos_id=-1, max_tokens=4, tau=1.0, relaxation="gumbel",
+                                    autocast_dtype=amp)
+    torch.manual_seed(1)
+    replica_noise = torch.stack([-torch.log(-torch.log(torch.rand(args.batch, vocab).clamp(1e-10, 1 - 1e-10)))
+                                 for _ in range(4)], 1)
+    replica = write_today(model, prompts, replica_noise, amp)
+    same_as_library = torch.equal(torch.stack([r.argmax(-1) for r in library]), replica)
+
+    tokens = {name: ARMS[name](model, prompts, noise[:, :4], amp) for name in args.arms}  # warm-up
+    times = {name: [] for name in args.arms}
+    for _ in range(args.rounds):
+        for name in args.arms:
+            result = {}
+            times[name].append(timed(lambda: result.setdefault("t", ARMS[name](model, prompts, noise, amp)), device)
+                               / args.tokens)
+            tokens[name] = result["t"]
+    print(f"machine: {describe()}")
+    print(f"model {args.model}: batch {args.batch}, {args.tokens} tokens a row, autocast {amp or 'off (fp32)'}, "
+          f"threads {torch.get_num_threads()}; today's replica writes the library's tokens: {same_as_library}")
+    per = {name: statistics.median(ts) for name, ts in times.items()}
+    base = per.get("today")
+    for name in args.arms:
+        agree = (tokens[name] == tokens["today"]).float().mean().item() if "today" in tokens else float("nan")
+        ratio = f" x{per[name] / base:.3f} today's" if base else ""
+        print(f"{name:>10}: {per[name] * 1e3:7.1f} ms a token{ratio} [{', '.join(f'{t * 1e3:.1f}' for t in times[name])}]"
+              f"; tokens equal to today's: {agree:.1%}")
+
+
+if __name__ == "__main__":
+    main()
