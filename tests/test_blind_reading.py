@@ -60,6 +60,15 @@ def test_build_hides_everything_but_the_text_and_score_joins_back(tmp_path):
         read_verify_k.score(reading, reading, report=tmp_path / "twice")
 
 
+def test_a_label_that_is_not_0_or_1_is_named_by_file_and_line(tmp_path):
+    from studies.reading import blind_reading
+
+    _csv(tmp_path / "key.csv", [{"uid": "r0001"}, {"uid": "r0002"}])
+    _csv(tmp_path / "labels_a.csv", [{"uid": "r0001", "label": "1"}, {"uid": "r0002", "label": "yes"}])
+    with pytest.raises(SystemExit, match=r"labels_a\.csv:3: label must be 0 or 1, got 'yes'"):
+        blind_reading.labels(tmp_path)
+
+
 def _read_right(text: str) -> int:
     """The readers of these tests: ours always right, GPT-pre on the problems with an even number."""
     return int(text.startswith("ours") or int(text.split()[-1]) % 2 == 0)

@@ -72,9 +72,15 @@ def build(out: Path, shown: list[dict], key_columns: list[str], prefix: str = "r
 
 
 def labels(out: Path) -> tuple[list[dict], dict[str, int], dict[str, int]]:
-    """(key rows, first reading uid -> 0/1, second reading of the overlap). Exits naming a problem left unlabelled."""
+    """(key rows, first reading uid -> 0/1, second reading of the overlap). Exits naming a problem left unlabelled,
+    or the file and line of a label that is not 0 or 1."""
     def read(path: Path) -> dict[str, int]:
-        return {r["uid"]: int(r["label"]) for r in rows(path)}
+        out = {}
+        for line, r in enumerate(rows(path), start=2):  # line 1 is the header
+            if r["label"] not in ("0", "1"):
+                raise SystemExit(f"{path}:{line}: label must be 0 or 1, got {r['label']!r}")
+            out[r["uid"]] = int(r["label"])
+        return out
 
     first: dict[str, int] = {}
     for path in sorted(out.glob("labels_*.csv")):

@@ -17,35 +17,19 @@ import collections
 import json
 from pathlib import Path
 
-from studies.reading.blind_reading import rows as read
+from studies.reading.blind_reading import labels, rows
 from studies.reading.corpus import shape
 from studies.tuning.compare_validation import paired_interval
 
 
-def labels(path: Path) -> dict[str, int]:
-    out = {}
-    for line, row in enumerate(read(path), start=2):
-        if row["label"] not in ("0", "1"):
-            raise SystemExit(f"{path}:{line}: label must be 0 or 1, got {row['label']!r}")
-        out[row["uid"]] = int(row["label"])
-    return out
-
-
 def score(folder: Path) -> dict:
-    problems = {r["uid"]: r for r in read(folder / "problems.csv")}
-    first: dict[str, int] = {}
-    for path in sorted(folder.glob("labels_*.csv")):
-        if path.name != "labels_overlap.csv":
-            first |= labels(path)
-    missing = sorted(set(problems) - set(first))
-    if missing:
-        raise SystemExit(f"{folder}: {len(missing)} problems not read (e.g. {missing[0]})")
+    problems = {r["uid"]: r for r in rows(folder / "problems.csv")}
+    _key, first, again = labels(folder)  # exits naming an unread problem or a label that is not 0/1
     y = [first[u] for u in problems]
     low, high = paired_interval(y)  # the bootstrap of a mean, here of one model's 0/1 readings
     by_shape = collections.defaultdict(list)
     for u, p in problems.items():
         by_shape[shape(p["equation"])].append(first[u])
-    again = labels(folder / "labels_overlap.csv")
     return {"n": len(y), "right": sum(y), "share": round(sum(y) / len(y), 3),
             "interval_95": [round(low, 3), round(high, 3)],
             "by_shape": {s: f"{sum(v)} of {len(v)}" for s, v in sorted(by_shape.items())},
