@@ -29,8 +29,9 @@ import torch
 from benchmarks.flops import timed
 from benchmarks.machine import describe
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-from mwpgen.ours.consistency import free_running_problems
+from mwpgen.ours.consistency import free_running_problems, gumbel_noise
 from mwpgen.ours.inputs import pad_rows
+from mwpgen.runtime import autocast_dtype
 
 
 def write_today(model, prompts, noise, amp):
@@ -94,7 +95,7 @@ def main(argv=None) -> None:
     ap.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     args = ap.parse_args(argv)
     device = torch.device("cpu")
-    amp = torch.bfloat16 if "avx512_bf16" in describe() else None  # as mwpgen.runtime.autocast_dtype decides
+    amp = autocast_dtype(device, mixed_precision=True)  # as training decides: bf16 where the CPU computes it
     model, _tok = load_model_and_tokenizer(DEFAULT_MODEL if args.model == "smollm2-135m" else args.model,
                                            args.cache_dir, device=device)
     model.train()  # as in training: the writer runs between optimizer steps
@@ -102,15 +103,14 @@ def main(argv=None) -> None:
     prompts = [model.get_input_embeddings()(torch.randint(0, 1000, (args.prompt + i,), generator=generator)).detach()
                for i in range(args.batch)]
     vocab = model.get_output_embeddings().weight.shape[0]
-    noise = -torch.log(-torch.log(torch.rand(args.batch, args.tokens, vocab, generator=generator).clamp(1e-10, 1 - 1e-10)))
+    noise = gumbel_noise((args.batch, args.tokens, vocab), generator=generator)
 
     # today's replica against the library itself: the same global-RNG Gumbel draws, the same tokens
     torch.manual_seed(1)
     library = free_running_problems(model, prompts, eos_id=-1, max_tokens=4, tau=1.0, relaxation="gumbel",
                                     autocast_dtype=amp)
     torch.manual_seed(1)
-    replica_noise = torch.stack([-torch.log(-torch.log(torch.rand(args.batch, vocab).clamp(1e-10, 1 - 1e-10)))
-                                 for _ in range(4)], 1)
+    replica_noise = torch.stack([gumbel_noise((args.batch, vocab)) for _ in range(4)], 1)  # relax()'s draws
     replica = write_today(model, prompts, replica_noise, amp)
     same_as_library = torch.equal(torch.stack([r.argmax(-1) for r in library]), replica)
 
