@@ -2,7 +2,8 @@
 right-vs-wrong pairs against ours as the frozen reference — then generated and scored as model `ours-<method>`.
 
 The readings are those of the corpora `tuning.corpora` names (data/labels/corpus, corpus_round2, corpus_round3):
-candidates written for Arithmetic fold 0's training equations, read blind, so no validation or test label ever tunes. The selector and the co-trained mwp2eq are ours' own, unchanged.
+candidates written for Arithmetic fold 0's training equations, read blind, so no validation or test label ever
+tunes. The selector and the co-trained mwp2eq are ours' own, unchanged.
 
 The default run tunes by RFT (params.yaml: tuning.methods); DPO too: dvc exp run -S 'tuning.methods=[rft,dpo]'
 """

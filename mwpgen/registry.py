@@ -102,3 +102,10 @@ def generator_names() -> tuple[str, ...]:
     """Every model the generate and evaluate stages accept: Table 2's generators, ours' ablation variants and ours
     tuned on readings."""
     return tuple(m.name for m in (*GENERATORS, *ABLATIONS, *TUNED))
+
+
+def served_model(params, dataset: str, fold: int) -> str:
+    """The model served for (dataset, fold) (`params`: a config.Params): serve.model where the run tunes that fold
+    (tuning.datasets x tuning.folds), else ours, which is the only model of a fold that tuning does not cover."""
+    tuning = params.tuning
+    return params.serve.model if dataset in tuning.datasets and fold in tuning.folds else "ours"

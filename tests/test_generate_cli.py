@@ -225,12 +225,13 @@ def test_no_default_model_says_how_to_get_one(capsys, monkeypatch, tmp_path):
 def test_the_served_model_is_the_tuned_one_only_where_tuning_covers_the_fold():
     """served_model (stage register and the CLI's default): serve.model on tuning's folds, ours on every other."""
     from mwpgen.config.schema import validate_params
+    from mwpgen.registry import served_model
 
     params = validate_params({"experiment": {"datasets": ["arithmetic", "mawps"], "folds": [0, 1]}})
-    assert cli.served_model(params, "arithmetic", 0) == "ours-rft"
-    assert cli.served_model(params, "arithmetic", 1) == cli.served_model(params, "mawps", 0) == "ours"
+    assert served_model(params, "arithmetic", 0) == "ours-rft"
+    assert served_model(params, "arithmetic", 1) == served_model(params, "mawps", 0) == "ours"
     untuned = validate_params({"tuning": {"methods": []}, "serve": {"model": "ours"}})
-    assert cli.served_model(untuned, "arithmetic", 0) == "ours"
+    assert served_model(untuned, "arithmetic", 0) == "ours"
 
 
 def test_no_model_help_quotes_the_committed_training_times(capsys, monkeypatch, tmp_path):

@@ -197,6 +197,18 @@ def test_autocast_dtype_on_cpu(monkeypatch):
     assert not runtime.needs_grad_scaler(torch.bfloat16) and runtime.needs_grad_scaler(torch.float16)
 
 
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
+    """AVX512-BF16 or AMX-BF16 in any processor's flags line means native bf16; AVX2 alone or no cpuinfo, fp32."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
+    assert runtime.cpu_supports_bf16(cpuinfo) == torch.backends.mkldnn.is_available()
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 amx_bf16 amx_tile\n")
+    assert runtime.cpu_supports_bf16(cpuinfo) == torch.backends.mkldnn.is_available()
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw\n")
+    assert not runtime.cpu_supports_bf16(cpuinfo)
+    assert not runtime.cpu_supports_bf16(tmp_path / "absent")
+
+
 def test_loss_curve_csv_with_validation():
     assert loss_curve_csv([2.0, 1.0]) == "step,loss\n1,2.000000\n2,1.000000\n"
     csv = loss_curve_csv([2.0, 1.0, 0.5], [{"step": 0, "val_loss": 3.0}, {"step": 2, "val_loss": 1.5}])

@@ -381,18 +381,20 @@ class AblationParams(Section):
 
 class TuningParams(Section):
     methods: list[Literal[registry.TUNING_METHODS]] = Field(
-        ["rft"], description="Ways to tune ours' generator on the corpora's blind readings (mwpgen/tuning.py), each run "
-        "as model `ours-<method>` (stage `tune`): rft (rejection-sampling fine-tuning on read-right candidates) and dpo "
-        "(right vs wrong pairs, ours as the frozen reference, which lost to rft on validation reading); [] = none.")
+        ["rft"], description="Ways to tune ours' generator on the corpora's blind readings (mwpgen/tuning.py), each "
+        "run as model `ours-<method>` (stage `tune`): rft (rejection-sampling fine-tuning on read-right candidates) "
+        "and dpo (right vs wrong pairs, ours as the frozen reference, which lost to rft on validation reading); "
+        "[] = none.")
     datasets: list[Literal["arithmetic"]] = Field(
-        ["arithmetic"], min_length=1, description="Datasets tuned on: the readings were written for Arithmetic fold 0's "
-        "training equations, so only there do they stay off the test set.")
+        ["arithmetic"], min_length=1, description="Datasets tuned on: the readings were written for Arithmetic fold "
+        "0's training equations, so only there do they stay off the test set.")
     folds: list[Literal[0]] = Field([0], min_length=1, description="Folds tuned on: 0 only (see datasets).")
     # mwpgen.data.readings.CORPORA, spelled out: importing it would make every stage depend on the readings' code
     corpora: list[Literal["corpus", "corpus_round2", "corpus_round3"]] = Field(
-        ["corpus", "corpus_round2", "corpus_round3"], min_length=1, description="The reading corpora under data/labels whose read candidates tune, "
-        "each of training-fold equations only: corpus (GPT-pre's and ours' candidates), corpus_round2 (ours-rft's, "
-        "200 more equations), corpus_round3 (ours-rft's, 150 equations of -, / and two operators).")
+        ["corpus", "corpus_round2", "corpus_round3"], min_length=1,
+        description="The reading corpora under data/labels whose read candidates tune, each of training-fold "
+        "equations only: corpus (GPT-pre's and ours' candidates), corpus_round2 (ours-rft's, 200 more equations), "
+        "corpus_round3 (ours-rft's, 150 equations of -, / and two operators).")
     candidates_from: list[Literal["gpt_pre", "ours", "ours-rft"]] = Field(
         ["gpt_pre", "ours", "ours-rft"], min_length=1, description="Whose read candidates tune, in any of the "
         "corpora (round 1 holds GPT-pre's and ours', rounds 2 and 3 an earlier ours-rft's): a right "
@@ -465,8 +467,9 @@ class Params(Section):
                      if d not in exp.datasets or k not in exp.folds] if tu.methods else []
         if untrained:
             problems.append(f"tuning.datasets x tuning.folds: {', '.join(untrained)} not in experiment.datasets x "
-                            "experiment.folds, whose train_ours makes the ours that tune starts from (the readings are of Arithmetic "
-                            "fold 0's equations: without it, set tuning.methods: [] and serve.model: ours)")
+                            "experiment.folds, whose train_ours makes the ours that tune starts from (the readings are "
+                            "of Arithmetic fold 0's equations: without it, set tuning.methods: [] and serve.model: "
+                            "ours)")
         if self.serve.model not in ("ours", *(registry.tuned_model(m) for m in tu.methods)):
             problems.append(f"serve.model: {self.serve.model} is not made by this run (tuning.methods: "
                             f"{tu.methods}); serve ours, or add its method to tuning.methods")

@@ -51,6 +51,7 @@ from typing import IO, Sequence
 
 from mwpgen.generate.request import DECODINGS, NUMBER_MODES, Request, RequestError, parse_request, read_request_file
 from mwpgen.paths import PROJECT_ROOT
+from mwpgen.registry import served_model
 
 MLFLOW_MODEL_NAME = "mwpgen-ours"  # the registered name and the logged model's name (tracking/pyfunc_model.py)
 DEBUG_ENV = "MWPGEN_DEBUG"
@@ -177,13 +178,6 @@ def named(item: Numbered, message: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- the model
-
-def served_model(params, dataset: str, fold: int) -> str:
-    """The model served for (dataset, fold) (`params`: a config.Params): serve.model where the run tunes that fold
-    (tuning.datasets x tuning.folds), else ours, which is the only model of a fold that tuning does not cover."""
-    tuning = params.tuning
-    return params.serve.model if dataset in tuning.datasets and fold in tuning.folds else "ours"
-
 
 def default_served() -> tuple[str, int, str]:
     """The default run's (dataset, fold, served model): params.yaml's first dataset and fold (Arithmetic fold 0 and

@@ -80,6 +80,12 @@ def run_order(test: list[dict], first: list[dict]) -> list[tuple[int, dict]]:
     return [t for t in indexed if t[1]["id"] in ids] + [t for t in indexed if t[1]["id"] not in ids]
 
 
+def project_relative(path: Path) -> str:
+    """`path` as a result file records it: relative to the project where it lies inside, so results name no machine."""
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def _settings(args: argparse.Namespace) -> dict:
     """The run's settings as JSON values (paths as given)."""
     return {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k in SAME_RUN}
@@ -169,7 +175,8 @@ def summarise(args: argparse.Namespace, evaluator_dir: Path, test: list[dict], s
                      "judged_by_evaluator": sum(g["judged_by_evaluator"] for g in of) / max(len(of), 1),
                      "s_per_problem": sum(float(g["seconds"]) for g in of) / max(len(of), 1)})
     return {"bundle": str(args.bundle), "judge": str(args.judge) if args.judge else "rule (the co-trained mwp2eq)",
-            "evaluator": str(evaluator_dir), "dataset": args.dataset, "fold": args.fold, "n_test": len(test),
+            "evaluator": project_relative(evaluator_dir), "dataset": args.dataset, "fold": args.fold,
+            "n_test": len(test),
             "first": args.first, "seed": args.seed, "top_p": args.top_p, "temperature": args.temperature,
             "max_new_tokens": args.max_new_tokens, "device": device,
             "device_name": torch.cuda.get_device_name(0) if device == "cuda" else platform.processor() or "cpu",
