@@ -69,6 +69,8 @@ from mwpgen.generate.request import FIELDS, MAX_N, MAX_VERIFY, RequestError, par
 from mwpgen.paths import PROJECT_ROOT
 from tracking.runs import client, experiment_id, tracking_uri
 
+# Logged by path (MLflow's models-from-code): the model is rebuilt from this file at load, never unpickled
+SERVED_MODEL_CODE = Path(__file__).with_name("served_model.py")
 MAX_ROWS = 32  # requests per call
 MAX_CANDIDATES_PER_CALL = 64  # sum over a call's rows of max(n, verify): one call fits the timeout (see above)
 MAX_CALLS_IN_FLIGHT = 4  # admitted calls (one generating, the rest waiting); below the server's 5+ threads
@@ -258,7 +260,7 @@ def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name
     logged = c.create_logged_model(run.info.experiment_id, name, source_run_id=run_id, params=run.data.params,
                                    tags={"dataset": dataset, "fold": str(fold)}, model_type="mwpgen-ours")
     info = Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id, model_id=logged.model_id,
-                     registered_model_name=name, python_model=OursModel(),
+                     registered_model_name=name, python_model=str(SERVED_MODEL_CODE),
                      artifacts={"bundle": str(bundle_dir), **({"judge": str(judge_dir)} if judge_dir else {})},
                      code_paths=[str(PROJECT_ROOT / "mwpgen"), str(PROJECT_ROOT / "tracking")],
                      signature=SIGNATURE, input_example=pd.DataFrame(INPUT_EXAMPLE),
