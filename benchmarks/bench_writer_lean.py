@@ -100,13 +100,16 @@ def write_static_compiled(model, prompts, noise, amp):
     x, prompt_mask = pad_rows(prompts, left=True)
     n, width = noise.shape[1], prompt_mask.shape[1]
     mask = torch.cat([prompt_mask, prompt_mask.new_ones(len(prompts), n)], dim=1)  # the cache's whole length
-    last = (prompt_mask.cumsum(-1) - 1).clamp(min=0)[:, -1:]
+    position = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    last = position[:, -1:]
     cache = StaticCache(config=model.config, max_cache_len=width + n)
-    step = COMPILED_STEPS.setdefault(id(model), torch.compile(model, fullgraph=True))
+    if id(model) not in COMPILED_STEPS:  # setdefault would wrap the model anew at every call
+        COMPILED_STEPS[id(model)] = torch.compile(model, fullgraph=True)
+    step = COMPILED_STEPS[id(model)]
     tokens = []
     with torch.autocast(x.device.type, dtype=amp, enabled=amp is not None), torch.no_grad():
-        out = model(inputs_embeds=x, attention_mask=mask, position_ids=(prompt_mask.cumsum(-1) - 1).clamp(min=0),
-                    cache=cache, use_cache=True, logits_to_keep=1)
+        out = model(inputs_embeds=x, attention_mask=mask, position_ids=position, cache=cache, use_cache=True,
+                    logits_to_keep=1)
         for t in range(n):
             token = torch.softmax(out.logits[:, -1].float() + noise[:, t], dim=-1).argmax(-1)
             tokens.append(token)
