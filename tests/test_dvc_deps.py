@@ -11,80 +11,36 @@ from pathlib import Path
 import pytest
 import yaml
 
-from import_closure import closure
 from mwpgen.evaluation.blind_labels import measurement_paths
 from mwpgen.paths import FoldPaths
+from orchestration.code_deps import code_deps, rewrite
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = yaml.safe_load((ROOT / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+DVC_YAML = (ROOT / "dvc.yaml").read_text(encoding="utf-8")
+STAGES = yaml.safe_load(DVC_YAML)["stages"]
 
 
-def _inert_init(path: Path) -> bool:
-    """A package __init__ that imports and defines nothing (a docstring, a version string) changes no output."""
-    if path.name != "__init__.py":
-        return False
-    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
-    return not any(isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.ClassDef)) for n in ast.walk(tree))
+def test_writing_the_code_deps_would_change_nothing():
+    """`python -m orchestration.code_deps` writes them; a stale dvc.yaml names the stages and files that differ."""
+    text, changes = rewrite(DVC_YAML, ROOT)
+    assert not changes, "dvc.yaml code deps differ from the imports (run `python -m orchestration.code_deps`):\n" + \
+        "\n".join(f"  {stage}: -{removed} +{added}" for stage, (removed, added) in changes.items())
+    assert text == DVC_YAML
 
 
-CODE = ("mwpgen/", "tasks/", "flows/", "orchestration/", "tracking/")
+def test_a_removed_or_extra_dependency_is_rewritten():
+    text = DVC_YAML.replace("      - mwpgen/data/masking.py\n", "", 1)
+    _, changes = rewrite(text, ROOT)
+    assert any("mwpgen/data/masking.py" in added for _, added in changes.values())
+    stage = "  evaluate:\n    cmd: python -m flows.evaluate\n    deps:\n      - mwpgen/data/translate.py\n      - data/x\n"
+    text, changes = rewrite(stage, ROOT)
+    assert changes["evaluate"][0] == ["mwpgen/data/translate.py"]
+    assert text.endswith("      - data/x\n") and "mwpgen/data/masking.py" in text
 
 
-def _runs(stage: dict) -> set[str]:
-    """The project files the stage's command really runs: its import closure, less inert package __init__s."""
-    module = re.search(r"python -m (\S+)", stage["cmd"]).group(1)
-    return {str(f) for f in closure(ROOT, module) if not _inert_init(f)}
-
-
-def missing_deps(stage: dict) -> list[str]:
-    """Project files the stage's command imports that none of its deps (file or folder) covers."""
-    deps = [str(d).rstrip("/") for d in stage.get("deps", [])]
-    covered = lambda f: any(f == d or f.startswith(d + "/") for d in deps)  # noqa: E731
-    return sorted(f for f in _runs(stage) if not covered(f))
-
-
-def extra_deps(stage: dict) -> list[str]:
-    """Code deps the stage never runs: a file outside its import closure, or a folder holding one."""
-    runs = _runs(stage)
-    extra = []
-    for dep in (str(d).rstrip("/") for d in stage.get("deps", [])):
-        if not dep.startswith(CODE):
-            continue  # data
-        files = [dep] if dep.endswith(".py") else \
-            [str(p.relative_to(ROOT)) for p in sorted((ROOT / dep).rglob("*.py")) if "__pycache__" not in p.parts]
-        extra += [f"{dep} ({f})" if f != dep else dep for f in files
-                  if f not in runs and not _inert_init(Path(f))]
-    return extra
-
-
-def test_every_stage_depends_on_the_code_it_runs():
-    problems = {name: missing_deps(stage) for name, stage in STAGES.items()}
-    problems = {name: files for name, files in problems.items() if files}
-    assert not problems, "dvc.yaml deps miss code the stage imports:\n" + "\n".join(
-        f"  stage {name}: {', '.join(files)}" for name, files in problems.items())
-
-
-def test_no_stage_depends_on_code_it_does_not_run():
-    problems = {name: extra_deps(stage) for name, stage in STAGES.items()}
-    problems = {name: paths for name, paths in problems.items() if paths}
-    assert not problems, "dvc.yaml deps name code the stage never imports:\n" + "\n".join(
-        f"  stage {name}: {', '.join(paths)}" for name, paths in problems.items())
-
-
-def test_a_removed_dependency_is_caught():
-    stage = dict(STAGES["train_ours"])
-    stage["deps"] = [d for d in stage["deps"] if d != "mwpgen/ours"]
-    assert "mwpgen/ours/selector.py" in missing_deps(stage)
-    stage = dict(STAGES["evaluate"])
-    stage["deps"] = [d for d in stage["deps"] if d != "mwpgen/data/masking.py"]
-    assert "mwpgen/data/masking.py" in missing_deps(stage)
-
-
-def test_an_extra_dependency_is_caught():
-    stage = dict(STAGES["evaluate"])
-    assert not extra_deps(stage)
-    assert extra_deps({**stage, "deps": [*stage["deps"], "mwpgen/data/translate.py"]}) == ["mwpgen/data/translate.py"]
-    assert "mwpgen/ours (mwpgen/ours/training.py)" in extra_deps({**stage, "deps": [*stage["deps"], "mwpgen/ours"]})
+def test_a_package_run_whole_is_one_folder_dep():
+    deps = code_deps(ROOT, "python -m flows.train_ours --dataset a --fold 0")
+    assert "mwpgen/ours" in deps and not any(d.startswith("mwpgen/ours/") for d in deps)
 
 
 def _rendered_outputs(stage: dict, item: dict) -> list[str]:
