@@ -3,16 +3,14 @@ a quarantine file per dataset for records that cannot be represented, and the pa
 
 from __future__ import annotations
 
-from collections import Counter
-
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect import flow
 
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import DATASETS, PreprocessParams
 from mwpgen.data.raw import read_arithmetic, read_mawps, read_translated_math23k
-from mwpgen.io import write_json, write_jsonl
-from mwpgen.data.preprocess import PAPER_TABLE1, dataset_stats, preprocess_problems
+from mwpgen.data.preprocess import PAPER_TABLE1
+from mwpgen.io import write_json
+from tasks.preprocess import preprocess_dataset
 from tracking.runs import stage_run
 
 RAW = PROJECT_ROOT / "data" / "raw"
@@ -27,26 +25,14 @@ READERS = {
 }
 
 
-@task(cache_policy=NO_CACHE)
-def preprocess_dataset(dataset: str, constants: list[float]) -> dict:
-    log = get_run_logger()
-    problems = READERS[dataset]()
-    records, quarantined = preprocess_problems(problems, constants)
-    write_jsonl(PROCESSED / f"{dataset}.jsonl", records)
-    write_jsonl(QUARANTINE / f"{dataset}.jsonl", quarantined)
-    reasons = Counter(q["reason"] for q in quarantined)
-    log.info("%s: %d problems, %d kept, %d quarantined %s", dataset, len(problems), len(records),
-             len(quarantined), dict(reasons))
-    return dataset_stats(records, len(problems), quarantined)
-
-
 @flow(name="preprocess")
 def preprocess(params: PreprocessParams) -> dict:
     with stage_run("preprocess") as run:
         run.params(params.model_dump())
         stats = {}
         for dataset in DATASETS:
-            stats[dataset] = {"ours": preprocess_dataset(dataset, params.constants), "paper": PAPER_TABLE1[dataset]}
+            ours = preprocess_dataset(dataset, READERS[dataset], params.constants, PROCESSED, QUARANTINE)
+            stats[dataset] = {"ours": ours, "paper": PAPER_TABLE1[dataset]}
             flat = {f"{dataset}.{k}": v for k, v in stats[dataset]["ours"].items() if isinstance(v, (int, float))}
             run.metrics(flat)
         write_json(STATS, stats)
