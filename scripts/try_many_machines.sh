@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# README "Run on many machines", followed on this one machine: a Prefect server, a process pool, two workers in
+# docs/many_machines.md, followed on this one machine: a Prefect server, a process pool, two workers in
 # their own clones, a local-folder remote, the tiny two-fold scenario of tests/fold_scenario.py; then a fresh clone
 # of the committed result pulls it. Usage: bash scripts/try_many_machines.sh [scratch folder]
 set -euo pipefail

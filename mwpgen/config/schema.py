@@ -194,11 +194,11 @@ class OursTrainParams(Section):
     selector_init: Literal["prior", "keywords"] = Field(
         "keywords", description="Start of the selector: every q at the prior rho (the paper: w = 0, b = logit rho), "
         "or fitted to pick the problem's TF-IDF keywords before phase 1 (this project's default: a selector that "
-        "starts below the 0.5 threshold can stay there, README 'Departures').")
+        "starts below the 0.5 threshold can stay there, docs/method.md).")
     selector: Literal["residual", "eq5"] = Field(
         "residual", description="Selector form: eq5 = sigma(w^T m~_t + b) as the paper writes it; residual = "
         "sigma(w^T (m_t + m~_t) + b) started at the prior (this project's default: Eq. 5 cannot tell a "
-        "problem's words apart with SmolLM2's embeddings; README, 'Departures').")
+        "problem's words apart with SmolLM2's embeddings; docs/method.md).")
     selector_lr: float = Field(0.01, ge=0, le=1, description="Adam learning rate of the selector's 577 "
                                "parameters (0 = lr, the paper's single rate; 0.01: the selector sweep).")
     mwp2eq_init: Literal["pretrained", "evaluator"] = Field(
@@ -213,7 +213,7 @@ class OursTrainParams(Section):
     mwp2eq_batches_per_step: int = Field(
         3, ge=1, description="Real-pair batches the co-trained mwp2eq learns from at each phase-1 step (each pass a "
         "fresh seeded order of the epoch): 3 gives it the evaluator's 3 epochs within phase 1's one, so it starts "
-        "driving L_eq as able a parser as the evaluator (issue 24; 1 = one pass, as before).")
+        "driving L_eq as able a parser as the evaluator (docs/method.md; 1 = one pass).")
     threshold: float = Field(0.5, gt=0, lt=1, description="Inference: words with q > threshold are the context.")
     save_every: int = Field(50, ge=1, description="Steps between resumable training-state checkpoints (generator, "
                             "mwp2eq and their optimizers: ~3 GB for SmolLM2).")

@@ -13,7 +13,7 @@ first the context words' token embeddings, then zero vectors.
 - tfidf / noun keywords: the given keywords' tokens (the caller applies keyword dropout), then zero vectors.
 So what a model reads at test time is what it read in training, and it reveals nothing of the reference problem
 but the selected words. The slot's width is fixed for that reason: with one zero vector per unselected word, the
-count of the reference's candidate words and their places would show (README, "Departures").
+count of the reference's candidate words and their places would show (docs/method.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The co-trained mwp2eq p_Phi reaches the evaluator's validation parse accuracy before it drives L_eq (issue 24).
+"""The co-trained mwp2eq p_Phi reaches the evaluator's validation parse accuracy before it drives L_eq.
 
 Phase 1 gives the co-trained parser as many batches as the evaluator gets (`train.ours.mwp2eq_batches_per_step`),
 but not the evaluator's checkpoint choice: the evaluator keeps its best measured checkpoint (its
