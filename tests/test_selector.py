@@ -156,3 +156,19 @@ def test_fit_to_keywords_makes_q_pick_the_keywords(tiny):
     assert stats["agreement"] == 1.0 and stats["candidates"] == sum(len(it.heads) for it in items)
     q = sel(**batch)
     assert [selected_words(it, q[i, : len(it.ids)]) for i, it in enumerate(items)] == keywords
+
+
+def test_a_truncated_selector_file_is_named(tmp_path):
+    from safetensors.torch import save_file
+
+    from mwpgen.ours.bundle import load_selector
+
+    good = tmp_path / "selector.safetensors"
+    selector = ContextSelector(torch.randn(10, 4))
+    save_file({k: v.contiguous() for k, v in selector.state_dict().items()}, str(good))
+    assert torch.equal(load_selector(good, selector.form).embeddings, selector.embeddings)
+    cut = tmp_path / "cut" / "selector.safetensors"
+    cut.parent.mkdir()
+    cut.write_bytes(good.read_bytes()[:20])
+    with pytest.raises(ValueError, match=r"cut/selector.safetensors: the selector's weights cannot be read"):
+        load_selector(cut, selector.form)

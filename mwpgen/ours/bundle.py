@@ -72,11 +72,22 @@ def load_bundle(path: Path, device: str = "cpu"):
     generator, tokenizer = load_model_and_tokenizer(str(path / "generator"), path, pretrained=True, device=device)
     selector = None
     if (path / "selector.safetensors").exists():
-        state = load_file(str(path / "selector.safetensors"))
-        selector = ContextSelector(state["embeddings"], form=settings.get("selector", "eq5"))
-        selector.load_state_dict(state)
-        selector.to(device).eval()
+        selector = load_selector(path / "selector.safetensors", settings.get("selector", "eq5")).to(device).eval()
     return generator.eval(), tokenizer, selector, settings
+
+
+def load_selector(file: Path, form: str) -> ContextSelector:
+    """The bundle's selector; a file that cannot be read (a truncated copy) is one error naming it."""
+    from safetensors import SafetensorError
+
+    try:
+        state = load_file(str(file))
+    except SafetensorError as e:  # safetensors' own message names no file
+        raise ValueError(f"{file}: the selector's weights cannot be read ({e}); copy or train the bundle again") \
+            from None
+    selector = ContextSelector(state["embeddings"], form=form)
+    selector.load_state_dict(state)
+    return selector
 
 
 def load_mwp2eq(path: Path, device: str = "cpu"):
