@@ -142,3 +142,20 @@ def test_a_smoke_run_runs_two_stages_at_a_time_and_a_real_run_one():
     real = Params()
     smoke = real.model_copy(update={"experiment": real.experiment.model_copy(update={"smoke": True})})
     assert (stage_jobs(real, None), stage_jobs(smoke, None), stage_jobs(real, 3)) == (1, 2, 3)
+
+
+SHIPPED = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "profiles").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("profile", SHIPPED)
+def test_every_shipped_profile_applies_to_the_default_params(tmp_path, profile):
+    """A profile that no longer validates against today's schema would fail only when someone runs it, hours in."""
+    from mwpgen.config.profiles import apply_profile
+
+    root = Path(__file__).resolve().parent.parent
+    params = tmp_path / "params.yaml"
+    params.write_text((root / "params.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    changed = apply_profile(params, root / "profiles" / f"{profile}.yaml")
+    assert changed, f"profiles/{profile}.yaml changes nothing"
+    if profile == "folds":
+        assert changed == ["experiment.folds=[0, 1, 2, 3, 4]"]
