@@ -19,8 +19,8 @@ from typing import Sequence
 
 import torch
 
-from mwpgen.judge.saved import HEAD_FILE, INFO_FILE, NO_JUDGE_FILE, JudgeInfo, has_judge, no_judge_reason, read_info, \
-    write_info
+from mwpgen.judge.saved import (HEAD_FILE, INFO_FILE, NO_JUDGE_FILE, JudgeInfo, has_judge, no_judge_reason, read_info,
+                                write_info)
 from mwpgen.judge.verdicts import accepts
 
 PROMPT = "problem: {problem} equation: {equation} consistent:"
