@@ -4,8 +4,8 @@ BLEU-4, METEOR and ROUGE-L against the real test problem (pycocoevalcap after it
 = the evaluator mwp2eq (trained on this training fold's real problems only) parses each generated problem back into
 exactly the input equation's symbols; % novel = generated problems whose normalised text is not in the training fold;
 ACC-eq over novel problems only; Dist-3. ACC-eq (equivalent): the parse is symbolically the input equation. Consistency
-(judged): the share of problems the rule judge accepts (mwpgen.judge.judged: the evaluator's parse is the equation and
-the problem passes a reader's surface checks), on every fold, as before there was a learned judge. Consistency
+(judged): the share of problems the rule judge accepts (mwpgen.judge.rule.judged: the evaluator's parse is the equation
+and the problem passes a reader's surface checks), on every fold, as before there was a learned judge. Consistency
 (learned): the share the fold's learned judge accepts (models/judge/<dataset>/fold<k>, stage train_judge: p(problem
 encodes equation) at least its threshold, and where the judge is gated by the rule, the rule's verdict too), only where
 train_judge adopted one; absent elsewhere, so no average mixes the two judges. How far each judge can be trusted: stages
@@ -46,9 +46,9 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
         write_json(out, {"model": model, "dataset": dataset, "fold": fold, "n": 0, "not_run": reason})
         return {"not_run": reason}
     # Here, not at the top: the parse and the judge import torch (~1 s), which a not-run row does without.
-    from mwpgen.judge import judge_predictions
-    from mwpgen.learned_judge import has_judge
-    from mwpgen.learned_judge import judge_predictions as learned_predictions
+    from mwpgen.judge.rule import judge_predictions
+    from mwpgen.judge.saved import has_judge
+    from mwpgen.judge.verdicts import learned_judge_predictions
     from tasks.judge import judge_probabilities
     from tasks.parse import predict_equations
 
@@ -64,7 +64,7 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
             probabilities, info = judge_probabilities(params, paths.judge, [p["generated"] for p in predictions],
                                                       [p["equation"] for p in predictions])
             # a judge gated by the rule reads each prediction's "judged", just set
-            scores["consistency_learned"] = learned_predictions(predictions, probabilities, info)
+            scores["consistency_learned"] = learned_judge_predictions(predictions, probabilities, info)
         timings = scores.pop("timings_s")
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,

@@ -1,15 +1,16 @@
 """Stage `measure_judge`: how far the consistency judge can be trusted, measured against blind readings.
 
-The judge (mwpgen.judge.judged, chosen on the development labels by studies/judge_choice/compare_judges.py)
+The judge (mwpgen.judge.rule.judged, chosen on the validation labels by studies/judge_choice/compare_judges.py)
 accepts a generated problem when the fold's evaluator parses it into exactly its equation and the problem passes a
 reader's surface checks. Its only trained part is that evaluator, trained on the fold's training problems alone. Here
 it reads the fold's blind labels (data/labels/judge: generated problems a reader found right or not, never seeing a
-parse or a verdict) and measures its precision and recall, with bootstrap intervals, per part: "dev" (validation
-equations: what the judge was chosen on) and "test" (test equations: chose nothing). ACC-eq's own verdict (the parse
-alone) is measured beside it. The report's notes quote the test part. A fold without labels writes that it has none.
+parse or a verdict) and measures its precision and recall, with bootstrap intervals, per part: "validation"
+(validation equations: what the judge was chosen on) and "test" (test equations: chose nothing). ACC-eq's own verdict
+(the parse alone) is measured beside it. The report's notes quote the test part. A fold without labels writes that it
+has none.
 
 The fold's learned judge (stage train_judge, models/judge/<dataset>/fold<k>) is measured beside the rule: on the same
-parts of data/labels/judge, and on every blind reading of a test equation the project holds (mwpgen/data/readings.py:
+parts of data/labels/judge, and on every blind reading of a test equation the project holds (mwpgen/judge/readings.py:
 data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge; none of them fitted or chose it):
 its AUC, precision at recall 0.5 and precision and recall at its threshold (with bootstrap intervals; a judge gated by
 the rule gets the rule's verdicts, as evaluate gives them), and the rule's verdicts on those same readings. A fold where
@@ -27,25 +28,27 @@ from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
-from mwpgen.data.readings import readings
-from mwpgen.evaluation.blind_labels import LABELLED_FOLD, PARTS, measurement_paths, read_labels, verdict_quality
 from mwpgen.evaluation.metrics import equation_matches
 from mwpgen.io import write_json, write_jsonl
-from mwpgen.judge import JUDGE_RULE, judged
-from mwpgen.judge_training import measure
-from mwpgen.learned_judge import JudgeInfo, accepts, gated_scores, has_judge, no_judge_reason
+from mwpgen.judge.measure import measure, verdict_quality
+from mwpgen.judge.readings import LABELLED_FOLD, reading_set, readings
+from mwpgen.judge.rule import JUDGE_RULE, judged
+from mwpgen.judge.saved import JudgeInfo, has_judge, no_judge_reason
+from mwpgen.judge.verdicts import accepts, gated_scores
 from mwpgen.paths import PROJECT_ROOT
 from mwpgen.registry import EVALUATOR
 from tasks.judge import judge_probabilities
 from tasks.parse import predict_equations
 from tracking.runs import fold_run
 
-LABELS = PROJECT_ROOT / "data" / "labels" / "judge"
+JUDGE_SET = "judge"  # data/labels/judge: the readings the rule is measured on, per part
+MEASURED_PARTS = ("validation", "test")  # its parts (it holds no train readings)
 
 
 @flow(name="measure_judge")
 def measure_judge(params: Params, dataset: str, fold: int) -> dict:
-    metrics_path, verdicts_path = measurement_paths(PROJECT_ROOT, dataset, fold)
+    paths = fold_paths(None, dataset, fold)
+    metrics_path, verdicts_path = paths.judge_measurement, paths.judge_verdicts
     if (dataset, fold) != LABELLED_FOLD:
         write_jsonl(verdicts_path, [])
         result = {"dataset": dataset, "fold": fold, "n": 0,
@@ -54,9 +57,9 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
         return result
     log = get_run_logger()
     cap = params.experiment.max_test_of(dataset)  # a measurement set: the smoke profile's cap applies to it too
-    labelled = read_labels(LABELS)
-    rows = [r for part in PARTS for r in [r for r in labelled if r["part"] == part][: cap or None]]
-    judge_dir = fold_paths(None, dataset, fold).judge
+    labelled = reading_set(JUDGE_SET).read(PROJECT_ROOT)
+    rows = [r for part in MEASURED_PARTS for r in [r for r in labelled if r["part"] == part][: cap or None]]
+    judge_dir = paths.judge
     learned = has_judge(judge_dir)
     # every reading of a test equation: what the learned judge is measured on
     conflicts: list[str] = []  # readings of one text that disagree: the first kept, and said
@@ -66,8 +69,7 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     with fold_run(EVALUATOR.name, dataset, fold, "measure_judge") as run:
         start = time.time()
         texts = list(dict.fromkeys(r["problem"] for r in rows + tests))  # each text parsed once
-        parse_of = dict(zip(texts, predict_equations(params, fold_paths(None, dataset, fold).evaluator.model_dir,
-                                                     texts)))
+        parse_of = dict(zip(texts, predict_equations(params, paths.evaluator.model_dir, texts)))
         parse_s = time.time() - start
         parsed = [parse_of[r["problem"]] for r in rows]
         matches = equation_matches(parsed, [r["equation"] for r in rows])  # ACC-eq's own verdict
@@ -86,7 +88,7 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
                 r["learned_judged"] = accepts(info, probability_of[(r["problem"], r["equation"])], r["judged"])
         # name in the result -> the verdict of each row: the rule, ACC-eq's, and the learned judge's where it exists
         verdicts = {"judge": "judged", "acc_eq": "acc_eq", **({"learned": "learned_judged"} if learned else {})}
-        for part in PARTS:
+        for part in MEASURED_PARTS:
             of = [r for r in rows if r["part"] == part]
             labels = [r["label"] for r in of]
             result[part] = {"n": len(of), "consistent": sum(labels),
@@ -121,7 +123,7 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
 
 def learned_on_tests(info: JudgeInfo, tests: list[dict], parse_of: dict, probability_of: dict, seed: int) -> dict:
     """The learned judge (`info`: what it is) and the rule on every test reading: AUC, precision at recall 0.5 (of p,
-    or for a judge gated by the rule of learned_judge.gated_scores), precision and recall of its verdicts with
+    or for a judge gated by the rule of verdicts.gated_scores), precision and recall of its verdicts with
     bootstrap intervals over the dataset problems; the rule's verdicts on the same readings."""
     labels, groups = [r["label"] for r in tests], [r["group"] for r in tests]
     p = [probability_of[(r["problem"], r["equation"])] for r in tests]

@@ -17,7 +17,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
 from mwpgen.io import write_json
-from mwpgen.learned_judge import has_judge
+from mwpgen.judge.saved import has_judge
 from mwpgen.registry import served_model
 from tracking.pyfunc_model import log_ours_model, training_run_id
 from tracking.runs import fold_run

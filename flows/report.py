@@ -19,19 +19,19 @@ from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, st
 from mwpgen import paper, registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.evaluation.blind_labels import LABELLED_FOLD, measurement_paths
 from mwpgen.evaluation.statistics import (BASELINE, FULL_MODEL, REFERENCE_METRICS, ablation_runs, ablation_summary,
                                           deltas_vs_gpt_pre, judge_summary, observed_subsample, reported_datasets,
                                           selection_summary, summary)
 from mwpgen.evaluation.tables import SMOKE_BANNER, mark_subsamples, table2, table3, table4, table5
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
+from mwpgen.judge.readings import LABELLED_FOLD
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 from tracking.runs import stage_run
 
 REPORTS = PROJECT_ROOT / "reports"
 # The judge's precision and recall against blind readings (stage measure_judge; the labels are of one fold), and the
 # learned judge's figures on the validation readings that chose it (stage train_judge, the same fold)
-JUDGE_MEASURED = measurement_paths(PROJECT_ROOT, *LABELLED_FOLD)[0]
+JUDGE_MEASURED = fold_paths(None, *LABELLED_FOLD).judge_measurement
 JUDGE_TRAINED = fold_paths(None, *LABELLED_FOLD).judge_metrics
 
 

@@ -1,24 +1,25 @@
-"""Stage `train_judge`: the learned consistency judge of one (dataset, fold) (mwpgen/learned_judge.py).
+"""Stage `train_judge`: the learned consistency judge of one (dataset, fold) (mwpgen/judge/model.py).
 
 An LM (params `judge.backbone`: the fold's evaluator, or the pre-trained LM) reads "problem: M equation: E consistent:";
 a linear head on its hidden state after `judge.layer` decoder layers says p(M encodes E). The head is fitted on the
 blind readings of training-fold equations only (the `train` part: data/labels/corpus, corpus_round2 and corpus_round3); with
 `judge.finetune_layers` the top layers are trained with it, one run per seed. The readings of validation equations
-(data/labels/judge's dev part, data/labels/verify_pools' validation pools) choose the seed (best AUC) and the threshold:
+(data/labels/judge's validation part, data/labels/verify_pools' validation pools) choose the seed (best AUC) and the
+threshold:
 the highest that accepts `judge.recall` of the validation problems read right. Test readings are never read here:
-measure_judge measures the judge on them (mwpgen/data/readings.py keeps the parts apart).
+measure_judge measures the judge on them (mwpgen/judge/readings.py keeps the parts apart).
 
-The rule (mwpgen/judge.py `judged`, with the fold's evaluator's greedy parse, as evaluate applies it) judges the same
-validation readings. The judge is tried alone and gated by the rule (accepting only what the rule accepts); the form
+The rule (mwpgen/judge/rule.py `judged`, with the fold's evaluator's greedy parse, as evaluate applies it) judges the
+same validation readings. The judge is tried alone and gated by the rule (accepting only what the rule accepts); the form
 of higher validation precision at `judge.recall` is kept. It must then earn its place: it is adopted only if its
-precision at its threshold is above the rule's precision (mwpgen.judge_training.against_the_rule).
+precision at its threshold is above the rule's precision (mwpgen.judge.choose.against_the_rule).
 
 Writes models/judge/<dataset>/fold<k>: the adopted judge (backbone layers, head, judge.json with its threshold, its
 form and validation figures), or no_judge.json saying why there is none (with the figures); and
 metrics/judge_train/<dataset>/fold<k>.json (validation AUC, precision at recall 0.5, precision and recall at the
 threshold, for each form and for the chosen one; the rule's precision and recall; whether it was adopted; the
 readings' counts, any disagreeing readings, wall time), both logged to the fold's MLflow run (`judge x <dataset>` ->
-`fold k`). Every reading was generated on one fold (blind_labels.LABELLED_FOLD): another fold gets a folder saying it
+`fold k`). Every reading was generated on one fold (readings.LABELLED_FOLD): another fold gets a folder saying it
 has no judge. Where there is none, the stages and `mwpgen generate` keep the rule.
 """
 
@@ -30,12 +31,11 @@ from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
-from mwpgen.data.readings import CHOOSING_SETS, CORPORA, LABELS, readings
-from mwpgen.evaluation.blind_labels import LABELLED_FOLD
 from mwpgen.io import write_json
-from mwpgen.judge import judged
-from mwpgen.judge_training import check_classes, subsample
-from mwpgen.learned_judge import save_no_judge
+from mwpgen.judge.choose import check_classes, subsample
+from mwpgen.judge.readings import CHOOSING_SETS, CORPORA, LABELLED_FOLD, LABELS, readings
+from mwpgen.judge.rule import judged
+from mwpgen.judge.saved import save_no_judge
 from mwpgen.paths import PROJECT_ROOT
 from tasks.parse import predict_equations
 from tasks.train_judge import train_judge_model
@@ -55,7 +55,7 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
     if (dataset, fold) != LABELLED_FOLD:
         reason = (f"the blind readings (data/labels) are of problems generated on {LABELLED_FOLD[0]} fold "
                   f"{LABELLED_FOLD[1]}; {dataset} fold {fold} has none of its own, so it keeps the rule "
-                  "(mwpgen/judge.py)")
+                  "(mwpgen/judge/rule.py)")
         save_no_judge(paths.judge, reason)
         result = {"dataset": dataset, "fold": fold, "n": 0, "no_labels": reason}
         write_json(paths.judge_metrics, result)
@@ -111,7 +111,7 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
 
 
 def rule_verdicts(params: Params, evaluator, rows: list[dict]) -> list[bool]:
-    """The rule's verdict on each reading (mwpgen.judge.judged with the evaluator's greedy parse, as the evaluate
+    """The rule's verdict on each reading (mwpgen.judge.rule.judged with the evaluator's greedy parse, as the evaluate
     stage's consistency (judged) column applies it)."""
     parsed = predict_equations(params, evaluator, [r["problem"] for r in rows])
     return [judged(parse, r["equation"], r["problem"]) for parse, r in zip(parsed, rows)]

@@ -18,7 +18,7 @@ from flows.generate import generate
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.data.readings import tuning_candidates
+from mwpgen.judge.readings import tuning_candidates
 from mwpgen.paths import PROJECT_ROOT
 from tasks.tune import tune_ours_bundle
 from tracking.runs import fold_run

@@ -78,13 +78,24 @@ class FoldPaths:
 
     @property
     def judge(self) -> Path:
-        """The fold's learned consistency judge (stage train_judge; mwpgen/learned_judge.py), whatever the model."""
+        """The fold's learned consistency judge (stage train_judge; mwpgen/judge/model.py), whatever the model."""
         return self.root / "models" / "judge" / self.dataset / f"fold{self.fold}"
 
     @property
     def judge_metrics(self) -> Path:
         """How the fold's learned judge measured on the validation readings that chose it (stage train_judge)."""
         return self.root / "metrics" / "judge_train" / self.dataset / f"fold{self.fold}.json"
+
+    @property
+    def judge_measurement(self) -> Path:
+        """How the fold's judges (the rule, and the learned one where train_judge adopted it) measured against blind
+        readings of validation and test equations (stage measure_judge)."""
+        return self.root / "metrics" / "judge" / self.dataset / f"fold{self.fold}.json"
+
+    @property
+    def judge_verdicts(self) -> Path:
+        """Each blind reading measure_judge measured on, with its label and the judges' verdicts on it."""
+        return self.root / "results" / "judge" / self.dataset / f"fold{self.fold}.jsonl"
 
     @property
     def evaluator(self) -> "FoldPaths":

@@ -1,4 +1,4 @@
-"""The learned consistency judge's probabilities for problems (mwpgen/learned_judge.py): its verdicts in the
+"""The learned consistency judge's probabilities for problems (mwpgen/judge/model.py): its verdicts in the
 evaluate and measure_judge stages."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
-from mwpgen.learned_judge import JudgeInfo, LearnedJudge
+from mwpgen.judge.model import LearnedJudge
+from mwpgen.judge.saved import JudgeInfo
 from mwpgen.runtime import resolve_device
 
 

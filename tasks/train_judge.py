@@ -10,8 +10,8 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
-from mwpgen.judge_training import against_the_rule, fit_and_choose
-from mwpgen.learned_judge import save_no_judge
+from mwpgen.judge.choose import against_the_rule, fit_and_choose
+from mwpgen.judge.saved import save_no_judge
 from mwpgen.runtime import autocast_dtype, needs_grad_scaler, resolve_device
 
 
@@ -21,7 +21,7 @@ def train_judge_model(params: Params, source: str | Path, backbone: str, train: 
                       on_log: Callable[[int, int, int, float], None] | None = None) -> dict:
     """The judge over `source` (the evaluator's folder or train.model), fitted and chosen; `backbone` says what
     `source` is in the saved judge. `rule`: the rule's verdict on each validation reading. Saved to `out_dir` when
-    it judges validation better than the rule (judge_training.against_the_rule), else `out_dir` says why
+    it judges validation better than the rule (choose.against_the_rule), else `out_dir` says why
     (no_judge.json, with the figures). Returns how it measured on the validation readings, beside the rule."""
     device = resolve_device(params.train.device)
     autocast = autocast_dtype(device, params.train.mixed_precision)

@@ -1,5 +1,6 @@
-"""The blind labels a judge is measured against: read exactly (an unreadable label is an error naming file and line),
-and precision / recall with their bootstrap intervals."""
+"""The blind labels a judge is measured against (data/labels/judge, read by mwpgen/judge/readings.py): read exactly
+(an unreadable label is an error naming file and line), and precision / recall with their bootstrap intervals
+(mwpgen/judge/measure.py)."""
 
 from __future__ import annotations
 
@@ -9,34 +10,41 @@ from pathlib import Path
 
 import pytest
 
-from mwpgen.evaluation.blind_labels import FIRST_READING, read_labels, verdict_quality
+from mwpgen.judge.measure import verdict_quality
+from mwpgen.judge.readings import LABELS, reading_set
 
-LABELS = Path(__file__).resolve().parent.parent / "data" / "labels" / "judge"
+ROOT = Path(__file__).resolve().parent.parent
+JUDGE_SET = reading_set("judge")
+
+
+def _copy_of_the_set(tmp_path: Path) -> Path:
+    """A project root under tmp_path holding a copy of data/labels/judge; returns the copy's folder."""
+    return shutil.copytree(ROOT / LABELS / JUDGE_SET.name, tmp_path / LABELS / JUDGE_SET.name)
 
 
 def test_committed_labels_read_with_their_parts():
-    rows = read_labels(LABELS)
+    rows = JUDGE_SET.read(ROOT)
     assert len(rows) == len({r["uid"] for r in rows}) == 656
     counts = {p: (sum(r["part"] == p for r in rows), sum(r["label"] for r in rows if r["part"] == p))
-              for p in ("dev", "test")}
-    assert counts == {"dev": (356, 71), "test": (300, 44)}  # data/labels/judge/agreement.json
+              for p in ("validation", "test")}
+    assert counts == {"validation": (356, 71), "test": (300, 44)}  # data/labels/judge/agreement.json
 
 
 def test_a_missing_or_unreadable_label_names_file_and_line(tmp_path):
-    folder = tmp_path / "labels"
-    shutil.copytree(LABELS, folder)
-    first = folder / FIRST_READING[0]
+    folder = _copy_of_the_set(tmp_path)
+    first = folder / "labels_a.csv"
     lines = first.read_text(encoding="utf-8").splitlines()
     first.write_text("\n".join([lines[0], lines[1].replace(",0,", ",maybe,", 1)] + lines[2:]) + "\n", encoding="utf-8")
     assert ",maybe," in first.read_text(encoding="utf-8")
-    with pytest.raises(ValueError, match=rf"{FIRST_READING[0]}:2: label must be 0 or 1, got 'maybe'"):
-        read_labels(folder)
-    first.write_text("\n".join([lines[0]] + lines[2:]) + "\n", encoding="utf-8")  # the first problem unlabelled
+    with pytest.raises(ValueError, match=r"labels_a.csv:2: label must be 0 or 1, got 'maybe'"):
+        JUDGE_SET.read(tmp_path)
+    first.write_text("\n".join([lines[0]] + lines[2:]) + "\n", encoding="utf-8")  # the first problem unread
     uid = lines[1].split(",")[0]
-    line = next(i for i, row in enumerate((folder / "problems.csv").read_text(encoding="utf-8").splitlines(), 1)
-                if row.startswith(uid + ","))
-    with pytest.raises(ValueError, match=rf"problems.csv:{line}: problem {uid} has no label"):
-        read_labels(folder)
+    rows = JUDGE_SET.read(tmp_path)
+    assert len(rows) == 655 and uid not in {r["uid"] for r in rows}
+    first.write_text("\n".join([lines[0], "nobody,1,", *lines[2:]]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"labels_a.csv:2: uid nobody is not in .*problems.csv"):
+        JUDGE_SET.read(tmp_path)
 
 
 def test_precision_recall_and_intervals():
@@ -73,20 +81,23 @@ def test_intervals_resample_dataset_problems_when_given_their_groups():
 
 
 def test_committed_labels_name_the_dataset_problem_of_each_reading(tmp_path):
-    rows = read_labels(LABELS)
+    rows = JUDGE_SET.read(ROOT)
     assert all(r["group"] for r in rows) and len({r["group"] for r in rows}) < len(rows)  # candidates share one
-    folder = shutil.copytree(LABELS, tmp_path / "labels")
+    folder = _copy_of_the_set(tmp_path)
     sources = (folder / "sources.csv").read_text(encoding="utf-8").replace(",dataset_id\n", ",problem_id\n", 1)
     (folder / "sources.csv").write_text(sources, encoding="utf-8")
     with pytest.raises(ValueError, match=r"sources.csv: no column 'dataset_id'"):
-        read_labels(folder)
+        JUDGE_SET.read(tmp_path)
 
 
 def test_a_fold_without_labels_records_that_it_has_none(tmp_path, monkeypatch):
     import flows.measure_judge as stage
     from mwpgen.config.schema import Params
 
+    from mwpgen.paths import FoldPaths
+
     monkeypatch.setattr(stage, "PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr(stage, "fold_paths", lambda model, dataset, fold: FoldPaths(tmp_path, model, dataset, fold))
     result = stage.measure_judge.fn(Params(), "mawps", 0)  # the flow's body: no Prefect run, no model loaded
     written = json.loads((tmp_path / "metrics" / "judge" / "mawps" / "fold0.json").read_text())
     assert result == written and written["n"] == 0 and "arithmetic fold 0" in written["no_labels"]
@@ -95,7 +106,7 @@ def test_a_fold_without_labels_records_that_it_has_none(tmp_path, monkeypatch):
 
 def test_a_learned_judges_precision_and_recall_on_tests_are_those_of_its_verdicts(monkeypatch):
     import flows.measure_judge as stage
-    from mwpgen.learned_judge import JudgeInfo
+    from mwpgen.judge.saved import JudgeInfo
 
     monkeypatch.setattr(stage, "judged", lambda parse, equation, problem: parse == equation)
     rows = [("a", 1, 0.9, True), ("b", 0, 0.8, True), ("c", 1, 0.7, False), ("d", 1, 0.2, True),

@@ -89,7 +89,7 @@ def test_paper_profile_applies_and_validates(tmp_path):
 
 
 def test_the_default_run_tunes_on_every_reading_round_and_serves_the_tuned_model():
-    from mwpgen.data.readings import CORPORA
+    from mwpgen.judge.readings import CORPORA
 
     params = load_params(ROOT / "params.yaml")
     tuning = params.tuning

@@ -18,7 +18,7 @@ TRAINING_SECTIONS = (schema.LMTrainParams, schema.GeneratorTrainParams, schema.E
                      schema.OursTrainParams, schema.OursPhaseParams, schema.Seq2SeqTrainParams, schema.JudgeParams)
 # The code that trains: whatever it declares for these names must come from the schema.
 TRAINERS = ("mwpgen/loop.py", "mwpgen/lm/training.py", "mwpgen/seq2seq/train.py", "mwpgen/seq2seq/baseline.py",
-            "mwpgen/lm/distributed.py", "mwpgen/judge_training.py",
+            "mwpgen/lm/distributed.py", "mwpgen/judge/choose.py",
             *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "mwpgen/ours").glob("*.py")))
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mwpgen.evaluation.blind_labels import measurement_paths
 from mwpgen.paths import FoldPaths
 from orchestration.code_deps import code_deps, rewrite
 
@@ -67,11 +66,10 @@ def test_per_fold_outputs_are_the_paths_of_mwpgen_paths():
             paths = FoldPaths(ROOT, m, item["dataset"], item["fold"])
             allowed |= {str(getattr(paths, p).relative_to(ROOT)) for p in
                         ("model_dir", "generations", "predictions", "scores", "train_metrics", "train_curve",
-                         "keywords", "keyword_stats", "oracle", "judge", "judge_metrics")}
-        # the judge's measurement of a fold (stage measure_judge)
-        allowed |= {str(p.relative_to(ROOT)) for p in measurement_paths(ROOT, item["dataset"], item["fold"])}
+                         "keywords", "keyword_stats", "oracle", "judge", "judge_metrics", "judge_measurement",
+                         "judge_verdicts")}
         stray = [p for p in _rendered_outputs(stage, item) if p not in allowed]
-        assert not stray, f"stage {name}: outputs {stray} are not paths of mwpgen.paths.FoldPaths (or measurement_paths)"
+        assert not stray, f"stage {name}: outputs {stray} are not paths of mwpgen.paths.FoldPaths"
 
 
 def test_mwpgen_never_imports_prefect_dvc_or_mlflow():
@@ -115,9 +113,9 @@ def test_every_param_a_stage_lists_is_in_params_yaml():
 
 
 def test_the_judge_stages_depend_on_every_reading_file_they_read():
-    """mwpgen/data/readings.py reads files by pattern; dvc.yaml names them (or their folder), so a reading added to
+    """mwpgen/judge/readings.py reads files by pattern; dvc.yaml names them (or their folder), so a reading added to
     a set reruns the stages that read it, and a stage depends on no reading set it never opens."""
-    from mwpgen.data.readings import CHOOSING_SETS, files
+    from mwpgen.judge.readings import CHOOSING_SETS, files
 
     def uncovered(stage: str, sets) -> list[str]:
         deps = [str(d).rstrip("/") for d in STAGES[stage]["deps"]]

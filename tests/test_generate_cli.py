@@ -51,9 +51,10 @@ def make_tiny_bundle(path: Path, with_mwp2eq: bool = True) -> Path:
 
 
 def make_tiny_judge(base: Path, out: Path, threshold: float = 0.5) -> Path:
-    """A learned judge (mwpgen/learned_judge.py) over one layer of the tiny LM at `base`, its head fitted on four
+    """A learned judge (mwpgen/judge/model.py) over one layer of the tiny LM at `base`, its head fitted on four
     readings, saved as the train_judge stage saves one."""
-    from mwpgen.learned_judge import LearnedJudge, fit_head
+    from mwpgen.judge.fit import fit_head
+    from mwpgen.judge.model import LearnedJudge
 
     judge = LearnedJudge.from_lm(base, layer=1)
     problems = [p for _, p, _ in RECORDS] + ["Joan found num1 shells . How many ?"]
@@ -66,7 +67,7 @@ def make_tiny_judge(base: Path, out: Path, threshold: float = 0.5) -> Path:
 def check_verdicts(judge_dir: Path, problems: list[dict]) -> None:
     """Each shown problem's verdict is its judge's on the unrounded p (the output's judge_probability is rounded to
     4 places, so a verdict is never checked against it): p read again, alone, by the saved judge."""
-    from mwpgen.learned_judge import LearnedJudge
+    from mwpgen.judge.model import LearnedJudge
 
     judge = LearnedJudge.load(judge_dir)
     p = judge.probabilities([q["masked_text"] for q in problems], [q["equation"] for q in problems], batch_size=1)
@@ -451,7 +452,7 @@ def test_the_checkouts_judge_judges_only_the_checkouts_default_model(capsys, mon
                                                                        tmp_path):
     import shutil
 
-    from mwpgen.learned_judge import save_no_judge
+    from mwpgen.judge.saved import save_no_judge
 
     monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml: Arithmetic fold 0
     shutil.copytree(bundle, tmp_path / "models" / "ours-rft" / "arithmetic" / "fold0")  # the checkout's served model
@@ -535,7 +536,7 @@ def test_resume_needs_the_same_judge(capsys, bundle, tiny_judge, tmp_path):
 
 
 def test_a_judge_folder_without_a_judge_is_bad_input(capsys, bundle, tmp_path):
-    from mwpgen.learned_judge import save_no_judge
+    from mwpgen.judge.saved import save_no_judge
 
     for folder, why in ((tmp_path / "nowhere", "no such folder"), (tmp_path, "no judge.json"),
                         (save_no_judge(tmp_path / "none", "no readings of mawps fold 0"), "no readings of mawps")):
@@ -546,14 +547,14 @@ def test_a_judge_folder_without_a_judge_is_bad_input(capsys, bundle, tmp_path):
 
 
 def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):
-    """The service's verdict is mwpgen.judge.judged: a parse of the equation alone is not enough."""
+    """The service's verdict is mwpgen.judge.rule.judged: a parse of the equation alone is not enough."""
     from mwpgen.generate.service import Service
 
     service = Service.load(bundle, "cpu")
     service.parse = lambda texts: ["x = num1 - num2"] * len(texts)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 2, "verify": 4,
                              "max_new_tokens": 12})
-    from mwpgen.judge import surface_checks
+    from mwpgen.judge.rule import surface_checks
 
     problems = service.answer(request)
     for p in problems:

@@ -1,4 +1,4 @@
-"""The product's consistency judge (mwpgen/judge.py) and the candidates compared with it (studies/judge_choice),
+"""The product's consistency judge (mwpgen/judge/rule.py) and the candidates compared with it (studies/judge_choice),
 on a tiny random Llama."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen import judge
+from mwpgen.judge import rule as judge
 from studies.judge_choice import candidates
 from mwpgen.lm.loading import load_model_and_tokenizer
 from mwpgen.lm.prompts import mwp2eq_examples
@@ -77,9 +77,9 @@ def test_no_threshold_reaches_an_impossible_precision():
     assert torch.isnan(torch.tensor(candidates.precision_recall([False, False], [1, 0])["precision"]))
 
 
-def test_the_comparison_bench_chooses_on_dev_and_measures_on_test(parser, tmp_path, monkeypatch):
-    """studies/judge_choice/compare_judges.py end to end on a handful of labelled problems: a table of candidates on the dev part,
-    the chosen judge measured on the test part, features cached for a rerun."""
+def test_the_comparison_bench_chooses_on_validation_and_measures_on_test(parser, tmp_path, monkeypatch):
+    """studies/judge_choice/compare_judges.py end to end on a handful of labelled problems: a table of candidates on
+    the validation part, the chosen judge measured on the test part, features cached for a rerun."""
     import json
 
     from studies.judge_choice import compare_judges as bench
@@ -88,12 +88,12 @@ def test_the_comparison_bench_chooses_on_dev_and_measures_on_test(parser, tmp_pa
     tok.save_pretrained(tmp_path / "evaluator")
     rows = [{"uid": f"p{i}", "equation": r["equation"], "problem": r["text"], "part": part, "label": label}
             for i, (r, part, label) in enumerate(
-                [(RECORDS[i % 3], "dev" if i < 10 else "test", int(i % 2 == 0)) for i in range(14)])]
+                [(RECORDS[i % 3], "validation" if i < 10 else "test", int(i % 2 == 0)) for i in range(14)])]
     monkeypatch.setattr(bench.judge_labels, "labels", lambda: rows)
     monkeypatch.setattr("sys.argv", ["compare_judges", str(tmp_path / "evaluator"), "--out", str(tmp_path / "out")])
     bench.main()
     summary = json.loads((tmp_path / "out" / "judge_choice.json").read_text())
-    assert summary["dev"] == 10 and summary["test"] == 4
+    assert summary["validation"] == 10 and summary["test"] == 4
     assert {c["judge"] for c in summary["candidates"]} == set(bench.RULES) | set(bench.FITTED)
     assert summary["chosen"] in set(bench.RULES) | set(bench.FITTED)
     # With a classifier (here the same tiny model), its candidates join the table; the cached features are reused.
@@ -136,7 +136,7 @@ def test_the_classifier_probability_is_its_yes_against_its_no(parser):
 
 
 def test_the_judged_verdict_needs_the_parse_and_every_surface_check():
-    from mwpgen.judge import judged
+    from mwpgen.judge.rule import judged
 
     eq = "x = num1 - num2"
     ok = "Joan had num1 shells . She gave num2 away . How many are left ?"
@@ -151,7 +151,8 @@ def test_the_judged_verdict_needs_the_parse_and_every_surface_check():
 
 
 def test_the_judged_column_stays_the_rules_and_the_learned_judge_adds_its_own_verdict():
-    from mwpgen import learned_judge
+    from mwpgen.judge.saved import JudgeInfo
+    from mwpgen.judge.verdicts import learned_judge_predictions
 
     eq = "x = num1 - num2"
     ok = "Joan had num1 shells . She gave num2 away . How many are left ?"
@@ -160,15 +161,15 @@ def test_the_judged_column_stays_the_rules_and_the_learned_judge_adds_its_own_ve
     assert [p["judged"] for p in rows] == [True, False] and all(set(p) == {"equation", "generated", "parsed",
                                                                            "judged"} for p in rows)
     # consistency (learned): its own share and verdict, on the unrounded p (0.49996 rounds to 0.5 but is below)
-    alone = learned_judge.JudgeInfo("b", 1, threshold=0.5)
-    assert learned_judge.judge_predictions(rows, [0.49996, 0.81234], alone) == 0.5
+    alone = JudgeInfo("b", 1, threshold=0.5)
+    assert learned_judge_predictions(rows, [0.49996, 0.81234], alone) == 0.5
     assert [p["learned_judged"] for p in rows] == [False, True] and [p["judged"] for p in rows] == [True, False]
     assert [p["judge_probability"] for p in rows] == [0.5, 0.8123]
     # gated by the rule: accepted only where "judged" is too (the second's p of 0.9 is not enough)
-    gated = learned_judge.JudgeInfo("b", 1, threshold=0.5, gated_by_rule=True)
-    assert learned_judge.judge_predictions(rows, [0.6, 0.9], gated) == 0.5
+    gated = JudgeInfo("b", 1, threshold=0.5, gated_by_rule=True)
+    assert learned_judge_predictions(rows, [0.6, 0.9], gated) == 0.5
     assert [p["learned_judged"] for p in rows] == [True, False]
     with pytest.raises(ValueError, match="gated by the rule"):
-        learned_judge.judge_predictions([{"equation": eq, "generated": ok}], [0.9], gated)
+        learned_judge_predictions([{"equation": eq, "generated": ok}], [0.9], gated)
     with pytest.raises(ValueError, match="1 judge probabilities for 2 predictions"):
-        learned_judge.judge_predictions(rows, [0.3], alone)
+        learned_judge_predictions(rows, [0.3], alone)

@@ -10,7 +10,7 @@ from studies.learned_judge import labels, probe
 
 
 # the committed sets' one disagreement (tests/test_readings.py names it) is reported on every read of the test part
-@pytest.mark.filterwarnings("ignore::mwpgen.data.readings.LabelConflict")
+@pytest.mark.filterwarnings("ignore::mwpgen.judge.readings.LabelConflict")
 def test_every_part_reads_and_no_problem_is_in_two_parts():
     parts = {p: {(r["equation"], r["problem"]) for r in labels.labelled(p)} for p in labels.PARTS}
     assert parts["validation"] and parts["test"]
@@ -40,7 +40,7 @@ def test_cross_validation_never_scores_a_group_it_was_fitted_on():
 
 
 def test_the_gate_ranks_what_the_rule_accepts_by_the_probe_and_rejects_the_rest():
-    from mwpgen.learned_judge import gated_scores as gated
+    from mwpgen.judge.verdicts import gated_scores as gated
     from studies.learned_judge.gate import figures
 
     p, rule, y = [0.9, 0.2, 0.8, 0.7, 0.95], [1, 1, 1, 0, 0], [1, 0, 0, 1, 0]

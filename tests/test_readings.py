@@ -1,4 +1,4 @@
-"""mwpgen/data/readings.py: every blind reading by part. The committed readings keep the data rule (no text in two
+"""mwpgen/judge/readings.py: every blind reading by part. The committed readings keep the data rule (no text in two
 parts, the train part from the corpus only); a text read in two parts stays in the earlier one; a bad label or a
 missing file is named."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mwpgen.data import readings as R
+from mwpgen.judge import readings as R
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,9 +40,9 @@ def test_committed_readings_no_text_in_two_parts_and_train_only_from_the_corpus(
     assert {r["source"] for r in committed["train"]} == {f"data/labels/{name}" for name in R.CORPORA}
     assert {r["source"] for r in committed["validation"]} == {"data/labels/judge", "data/labels/verify_pools"}
     assert all(r["label"] in (0, 1) and r["group"] and r["part"] == p for p, rows in committed.items() for r in rows)
-    # data/labels/judge/README.md: 356 dev problems (71 right) and 300 test problems (44 right); one dev text ("There
-    # are num1 birds on the fence . num2 of them fly away ...", read right) was also written for a training equation
-    # of the corpus, so it is kept in train, the earlier part
+    # data/labels/judge/README.md: 356 validation problems (71 right) and 300 test problems (44 right); one validation
+    # text ("There are num1 birds on the fence . num2 of them fly away ...", read right) was also written for a
+    # training equation of the corpus, so it is kept in train, the earlier part
     judge = {p: [r["label"] for r in rows if r["source"] == "data/labels/judge"] for p, rows in committed.items()}
     assert (len(judge["validation"]), sum(judge["validation"])) == (356 - 1, 71 - 1)
     assert (len(judge["test"]), sum(judge["test"])) == (300, 44)
@@ -86,7 +86,7 @@ def test_readings_that_disagree_on_a_text_of_one_part_are_reported_naming_both_f
     root = _tiny_root(tmp_path)
     # verify_pools reads "C d ?" (validation) 1; the judge set reads the same text of the same part 0
     _write(root / "data/labels/judge/problems.csv", "uid,equation,problem\nj1,x = num1 * num2,C d ?\n")
-    _write(root / "data/labels/judge/sources.csv", "uid,part,dataset_id\nj1,dev,22\n")
+    _write(root / "data/labels/judge/sources.csv", "uid,part,dataset_id\nj1,validation,22\n")
     _write(root / "data/labels/judge/labels_a.csv", "uid,label\nj1,0\n")
     reported = []
     parts = R.readings(root, ("judge", "verify_pools"), on_conflict=reported.append)
@@ -118,6 +118,25 @@ def test_a_label_of_no_shown_problem_or_a_missing_column_is_named(tmp_path):
         R.readings(root, ("corpus",))
 
 
+def test_a_part_outside_train_validation_test_is_named(tmp_path):
+    """One vocabulary: a set whose key says "dev" (the judge set's old name for its validation part) is an error."""
+    root = _tiny_root(tmp_path)
+    _write(root / "data/labels/judge/problems.csv", "uid,equation,problem\nj1,x = num1 * num2,C d ?\n")
+    _write(root / "data/labels/judge/sources.csv", "uid,part,dataset_id\nj1,dev,22\n")
+    _write(root / "data/labels/judge/labels_a.csv", "uid,label\nj1,0\n")
+    with pytest.raises(ValueError, match=r"judge/problems.csv:2: problem j1 has no part in sources.csv \(got 'dev'; "
+                                         r"expected one of train, validation, test\)"):
+        R.readings(root, ("judge",))
+
+
+def test_every_reading_carries_its_uid_in_its_set(tmp_path):
+    rows = R.reading_set("verify_pools").read(_tiny_root(tmp_path))
+    assert [(r["uid"], r["part"], r["where"]) for r in rows] == [
+        ("c1", "test", "data/labels/verify_pools/labels_a.csv:2"),
+        ("c2", "validation", "data/labels/verify_pools/labels_a.csv:3"),
+        ("c3", "test", "data/labels/verify_pools/labels_a.csv:4")]
+
+
 def test_a_bad_label_or_a_missing_file_is_named(tmp_path):
     root = _tiny_root(tmp_path)
     _write(root / "data/labels/verify_pools/labels_a.csv", "uid,label\nc1,0\nc2,maybe\n")
@@ -135,7 +154,7 @@ def test_a_bad_label_or_a_missing_file_is_named(tmp_path):
 def test_the_corpus_candidates_that_tune_are_its_training_readings_with_their_context(name):
     """corpus_candidates (what stage tune and studies/tuning/variant.py read) joins every read problem of a corpus to
     the candidate it was, context included, with the label readings() gives that text."""
-    from mwpgen.data.readings import corpus_candidates, readings
+    from mwpgen.judge.readings import corpus_candidates, readings
 
     root = Path(__file__).resolve().parents[1]
     rows = corpus_candidates(root, name)
@@ -151,7 +170,7 @@ def test_the_corpus_candidates_that_tune_are_its_training_readings_with_their_co
 def test_tuning_takes_the_named_corpora_in_turn_and_only_the_named_writers():
     """tuning_candidates (stage tune's readings: tuning.corpora, tuning.candidates_from) is each corpus's candidates in
     the order named, kept when a named model wrote them: round 1 is GPT-pre's and ours', later rounds ours-rft's."""
-    from mwpgen.data.readings import corpus_candidates, tuning_candidates
+    from mwpgen.judge.readings import corpus_candidates, tuning_candidates
 
     root = Path(__file__).resolve().parents[1]
     first, second = corpus_candidates(root, "corpus"), corpus_candidates(root, "corpus_round2")
@@ -164,7 +183,7 @@ def test_tuning_takes_the_named_corpora_in_turn_and_only_the_named_writers():
 def test_corpus_candidates_refuse_a_label_for_a_text_nobody_read(tmp_path):
     """A candidate whose text differs from what problems.csv showed the reader, or two draws of one sample with two
     texts, is an error naming the file and line: never a label joined to the wrong text."""
-    from mwpgen.data.readings import corpus_candidates
+    from mwpgen.judge.readings import corpus_candidates
 
     corpus = tmp_path / "data" / "labels" / "corpus"
     shutil.copytree(ROOT / "data" / "labels" / "corpus", corpus)

@@ -126,7 +126,7 @@ def test_the_judged_column_stays_the_rules_and_the_learned_judge_has_its_own():
     assert cells[OURS + " [fold 0]"]["consistency (learned)"] == "0.500"
     assert group.table("Table 2 (mawps): language").cells()[GPT_PRE]["consistency (learned)"] == ""  # not run
     caption = " ".join(arithmetic.caption.split())
-    assert "consistency (judged): the rule (mwpgen/judge.py), every fold" in caption
+    assert "consistency (judged): the rule (mwpgen/judge/rule.py), every fold" in caption
     assert ("the learned judge where train_judge adopted one (not run elsewhere), precision 0.467 at recall 0.500 on "
             "the validation readings that chose its threshold (in-sample); on 2027 test readings (measure_judge) "
             "0.410 [0.37, 0.45] at recall 0.520 [0.47, 0.57]") in caption
@@ -179,13 +179,14 @@ def test_report_json_keeps_the_learned_judges_figures_beside_the_rules():
     part = {"n": 300, "consistent": 44, "judge": q, "acc_eq": q, "learned": q}
     learned = {**MEASURED_JUDGE["learned_judge"], "learned": {**MEASURED_JUDGE["learned_judge"]["learned"],
                                                               "precision_at_recall_0.5": 0.4, "accepted": 240}}
-    summary = judge_summary({**MEASURED_JUDGE, "dev": part, "test": part, "learned_judge": learned}, TRAINED_JUDGE)
+    summary = judge_summary({**MEASURED_JUDGE, "validation": part, "test": part, "learned_judge": learned},
+                            TRAINED_JUDGE)
     assert summary["learned_validation"]["precision"] == 0.467 and summary["learned_validation"]["threshold"] == 0.2345
     assert summary["learned_validation"]["rule_precision"] == 0.41 and summary["learned_validation"]["adopted"] == 1
     assert summary["learned_validation"]["rule_recall"] == 0.55 and summary["learned_validation"]["gated_by_rule"] == 1
     assert summary["learned_test"]["auc"] == 0.78 and summary["learned_test"]["rule"] == {"precision": 0.45,
                                                                                           "recall": 0.55}
-    assert summary["test"]["learned"]["precision_low"] == 0.4 and summary["dev"]["judge"]["accepted"] == 30
+    assert summary["test"]["learned"]["precision_low"] == 0.4 and summary["validation"]["judge"]["accepted"] == 30
     assert judge_summary(None, None) == {} and set(judge_summary(None, TRAINED_JUDGE)) == {"learned_validation"}
 
 

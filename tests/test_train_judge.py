@@ -15,9 +15,10 @@ from prefect.logging import disable_run_logger
 
 import flows.train_judge as stage
 import tasks.train_judge as task
-from mwpgen import judge_training
 from mwpgen.config.schema import validate_params
-from mwpgen.learned_judge import PROMPT, LearnedJudge, has_judge
+from mwpgen.judge import choose
+from mwpgen.judge.model import PROMPT, LearnedJudge
+from mwpgen.judge.saved import has_judge
 from mwpgen.paths import FoldPaths
 from tiny_model import tiny_model_dir
 from tiny_readings import EQUATION, problem, write_reading_sets
@@ -64,7 +65,7 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     paths = FoldPaths(project, None, "arithmetic", 0)
     assert json.loads(paths.judge_metrics.read_text()) == result
     assert result["readings"] == {"train": {"n": 24, "right": 12, "problems": 12},  # the three corpora
-                                  "validation": {"n": 16, "right": 8, "problems": 8}}  # judge dev + verify_pools
+                                  "validation": {"n": 16, "right": 8, "problems": 8}}  # judge + verify_pools
     val = result["validation"]
     assert val["n"] == 16 and val["auc"] == 1.0 and val["recall"] >= 0.5 and result["wall_s"] >= 0  # separable
     versus = result["against_rule"]  # the rule is read with the fold's evaluator, whatever the judge's backbone
@@ -117,7 +118,7 @@ def test_the_fitted_head_never_sees_validation_or_test_labels(project, monkeypat
 
     monkeypatch.setattr(task, "fit_and_choose", keep_head)
     first = _run({"layer": 2, "l2": 0.1})
-    write_reading_sets(project, flipped=("dev", "validation", "test"))
+    write_reading_sets(project, flipped=("validation", "test"))
     second = _run({"layer": 2, "l2": 0.1})
     assert first["validation"]["auc"] == 1.0 and second["validation"]["auc"] == 0.0  # the flip was read
     assert heads[0].keys() == heads[1].keys() == {"head.weight", "head.bias", "mean", "std"}
@@ -151,43 +152,43 @@ def test_too_few_readings_of_a_class_or_a_missing_corpus_is_named(project):
 
 def test_a_subsample_keeps_both_classes_in_proportion():
     rows = [{"label": int(i < 10)} | {"i": i} for i in range(100)]
-    kept = judge_training.subsample(rows, 20, seed=1)
-    assert len(kept) == 20 and sum(r["label"] for r in kept) == judge_training.MIN_PER_CLASS
-    assert kept == sorted(kept, key=lambda r: r["i"]) and judge_training.subsample(rows, 20, seed=1) == kept
-    assert judge_training.subsample(rows, 0, seed=1) == rows
+    kept = choose.subsample(rows, 20, seed=1)
+    assert len(kept) == 20 and sum(r["label"] for r in kept) == choose.MIN_PER_CLASS
+    assert kept == sorted(kept, key=lambda r: r["i"]) and choose.subsample(rows, 20, seed=1) == kept
+    assert choose.subsample(rows, 0, seed=1) == rows
 
 
 def test_the_learned_judge_must_be_more_precise_than_the_rule_at_its_threshold():
     p, labels = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [1, 0, 1, 1, 0, 0]
     rule = [True, False, True, False, True, False]  # precision 2/3 at recall 2/3
-    versus = judge_training.against_the_rule(p, 0.7, rule, labels)
+    versus = choose.against_the_rule(p, 0.7, rule, labels)
     # p >= 0.7 accepts 0.9, 0.8, 0.7: 2 of the 3 right ones, precision 2/3, a tie
     assert versus["rule_precision"] == versus["learned_precision"] == pytest.approx(0.6667, abs=1e-4)
     assert versus["adopted"] is False and versus["learned_accepted"] == 3  # not above the rule
-    adopted = judge_training.against_the_rule(p, 0.9, rule, labels)  # precision 1 at recall 1/3: the trade recall sets
+    adopted = choose.against_the_rule(p, 0.9, rule, labels)  # precision 1 at recall 1/3: the trade recall sets
     assert adopted["adopted"] is True and adopted["learned_recall"] == pytest.approx(0.3333, abs=1e-4)
-    none = judge_training.against_the_rule(p, 0.5, [False] * 6, labels)
+    none = choose.against_the_rule(p, 0.5, [False] * 6, labels)
     assert none["adopted"] is False and "nothing to compare" in none["reason"] and none["rule_precision"] is None
-    nothing = judge_training.against_the_rule(p, 1.0, rule, labels)  # accepts nothing: no precision, not adopted
+    nothing = choose.against_the_rule(p, 1.0, rule, labels)  # accepts nothing: no precision, not adopted
     assert nothing["learned_precision"] is None and nothing["adopted"] is False
     with pytest.raises(ValueError, match="one of each per validation reading"):
-        judge_training.against_the_rule(p, 0.5, rule[:2], labels)
+        choose.against_the_rule(p, 0.5, rule[:2], labels)
 
 
 def test_the_judge_is_gated_by_the_rule_where_that_is_more_precise_on_validation():
     labels = [1, 1, 1, 1, 0, 0, 0, 0]
     p = [0.9, 0.3, 0.8, 0.2, 0.95, 0.85, 0.1, 0.05]  # alone: the two wrong ones at 0.95 and 0.85 come first
     rule = [True, True, True, True, False, False, True, True]  # rejects exactly those two
-    forms = judge_training.choose_form(p, rule, labels, recall=0.5)
+    forms = choose.choose_form(p, rule, labels, recall=0.5)
     assert forms["alone"]["precision"] == 0.5 and forms["with_rule"]["precision"] == 1.0
     assert forms["gated_by_rule"] is True and forms["with_rule"]["threshold"] == forms["thresholds"]["with_rule"] == 0.8
     # the threshold a judge keeps is the score itself, not the figures' rounding of it (which would drop that reading)
-    fine = judge_training.choose_form([0.1234567, 0.2, 0.9, 0.1], [True] * 4, [1, 0, 1, 0], recall=1.0)
+    fine = choose.choose_form([0.1234567, 0.2, 0.9, 0.1], [True] * 4, [1, 0, 1, 0], recall=1.0)
     assert fine["thresholds"]["alone"] == 0.1234567 and fine["alone"]["threshold"] == 0.123457
-    assert judge_training.choose_form(p, [True] * 8, labels, 0.5)["gated_by_rule"] is False  # a tie: alone
+    assert choose.choose_form(p, [True] * 8, labels, 0.5)["gated_by_rule"] is False  # a tie: alone
     # a rule whose recall is below the target: the gated form is the rule itself, never what it rejects
-    low = judge_training.choose_form(p, [True] + [False] * 7, labels, 0.5)
-    assert low["with_rule"]["threshold"] == judge_training.MIN_GATED_THRESHOLD and low["with_rule"]["accepted"] == 1
+    low = choose.choose_form(p, [True] + [False] * 7, labels, 0.5)
+    assert low["with_rule"]["threshold"] == choose.MIN_GATED_THRESHOLD and low["with_rule"]["accepted"] == 1
 
 
 def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_the_rule(project, monkeypatch,
@@ -196,7 +197,6 @@ def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_t
 
     _run({"layer": 2, "l2": 0.1})
     monkeypatch.setattr(measuring, "PROJECT_ROOT", project)
-    monkeypatch.setattr(measuring, "LABELS", project / "data" / "labels" / "judge")
     monkeypatch.setattr(measuring, "fold_paths", lambda model, d, k: FoldPaths(project, model, d, k))
     monkeypatch.setattr(measuring, "judge_probabilities", measuring.judge_probabilities.fn)
     # the evaluator's parse (tested with the rule elsewhere): the equation for the right problems, else another
@@ -218,16 +218,18 @@ def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_t
     assert on["learned"]["threshold"] == pytest.approx(threshold, abs=1e-6) and 0 <= on["learned"]["auc"] <= 1
     assert on["learned"]["accepted"] == on["learned"]["tp"] + on["learned"]["fp"]
     assert set(result["test"]) == {"n", "consistent", "judge", "acc_eq", "learned"}
+    assert result["validation"]["n"] == result["test"]["n"] == 8 and "dev" not in result  # one vocabulary
     assert on["label_conflicts"] == []
     verdicts = project / "results" / "judge" / "arithmetic" / "fold0.jsonl"
     rows = [json.loads(line) for line in verdicts.read_text(encoding="utf-8").splitlines()]
     # each verdict is the judge's on its unrounded p (the file keeps p to 4 places), read again here
-    from mwpgen.data.readings import read_csv
+    from mwpgen.judge.readings import read_csv
 
     shown = {r["uid"]: r for r in read_csv(project / "data" / "labels" / "judge" / "problems.csv")}
     judge = LearnedJudge.load(FoldPaths(project, None, "arithmetic", 0).judge)
     p = judge.probabilities([shown[r["uid"]]["problem"] for r in rows], [shown[r["uid"]]["equation"] for r in rows])
     assert len(rows) == 16 and [r["learned_judged"] for r in rows] == [q >= threshold for q in p]
+    assert [r["part"] for r in rows] == ["validation"] * 8 + ["test"] * 8
 
 
 def test_measure_judge_gives_a_gated_judge_the_rules_verdicts(project, monkeypatch, weak_rule):
@@ -240,7 +242,6 @@ def test_measure_judge_gives_a_gated_judge_the_rules_verdicts(project, monkeypat
     info = json.loads((folder / "judge.json").read_text())
     (folder / "judge.json").write_text(json.dumps(info | {"gated_by_rule": True, "threshold": 1e-6}))
     monkeypatch.setattr(measuring, "PROJECT_ROOT", project)
-    monkeypatch.setattr(measuring, "LABELS", project / "data" / "labels" / "judge")
     monkeypatch.setattr(measuring, "fold_paths", lambda model, d, k: FoldPaths(project, model, d, k))
     monkeypatch.setattr(measuring, "judge_probabilities", measuring.judge_probabilities.fn)
     monkeypatch.setattr(measuring, "predict_equations", lambda params, folder, texts: ["x = num1"] * len(texts))

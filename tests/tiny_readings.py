@@ -1,11 +1,11 @@
-"""Tiny blind reading sets on disk, laid out as data/labels holds them (mwpgen/data/readings.py's SETS), for tests of
+"""Tiny blind reading sets on disk, laid out as data/labels holds them (mwpgen/judge/readings.py's SETS), for tests of
 the judge's stages: right problems say "gets num2 more", wrong ones "gives num2 away", so a judge can learn them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mwpgen.data.readings import CORPORA, LABELS, SETS
+from mwpgen.judge.readings import CORPORA, LABELS, SETS
 
 OBJECTS = ("apples", "pens", "cards", "shells", "coins", "books", "cups", "hats", "keys", "rocks", "toys", "bags",
            "cars", "dolls", "eggs", "figs")
@@ -26,7 +26,7 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
                        flipped: tuple[str, ...] = ()) -> list[str]:
     """Every set of SETS under root/data/labels, `per_part` readings of each of the set's parts, half read right
     (the corpora's train parts: `right_in_train` of them when given); the labels of the parts named in `flipped`
-    ("dev", "validation", "test") are read the other way. Returns every problem text (a tiny model's
+    ("validation", "test") are read the other way. Returns every problem text (a tiny model's
     vocabulary)."""
     texts = []
     # each set's number names its objects and uids; the later corpora are numbered last, so that the sets read before
@@ -38,7 +38,7 @@ def write_reading_sets(root: Path, per_part: int = 8, right_in_train: int | None
     for n, spec in enumerate(ordered):
         obj = later if spec.name in CORPORA[1:] else OBJECTS[n % len(OBJECTS)]
         folder = root / LABELS / spec.name
-        parts = {"judge": ("dev", "test"), "verify_pools": ("validation", "test")}.get(
+        parts = {"judge": ("validation", "test"), "verify_pools": ("validation", "test")}.get(
             spec.name, ("train",) if spec.name in CORPORA else ("test",))
         problems, key, labels = [], [], []
         for part in parts:

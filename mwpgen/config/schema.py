@@ -283,9 +283,9 @@ class EvaluateParams(Section):
 
 
 class JudgeParams(Section):
-    """The learned consistency judge (mwpgen/learned_judge.py), stage train_judge: a linear head on one hidden layer
+    """The learned consistency judge (mwpgen/judge/model.py), stage train_judge: a linear head on one hidden layer
     of an LM reading "problem: M equation: E consistent:", fitted on blind readings of training-fold equations and
-    chosen on readings of validation equations (mwpgen/data/readings.py)."""
+    chosen on readings of validation equations (mwpgen/judge/readings.py)."""
 
     backbone: Literal["evaluator", "pretrained"] = Field(
         "evaluator", description="The LM the judge reads with: the fold's evaluator (models/mwp2eq/<dataset>/"
@@ -389,7 +389,7 @@ class TuningParams(Section):
         ["arithmetic"], min_length=1, description="Datasets tuned on: the readings were written for Arithmetic fold "
         "0's training equations, so only there do they stay off the test set.")
     folds: list[Literal[0]] = Field([0], min_length=1, description="Folds tuned on: 0 only (see datasets).")
-    # mwpgen.data.readings.CORPORA, spelled out: importing it would make every stage depend on the readings' code
+    # mwpgen.judge.readings.CORPORA, spelled out: importing it would make every stage depend on the readings' code
     corpora: list[Literal["corpus", "corpus_round2", "corpus_round3"]] = Field(
         ["corpus", "corpus_round2", "corpus_round3"], min_length=1,
         description="The reading corpora under data/labels whose read candidates tune, each of training-fold "

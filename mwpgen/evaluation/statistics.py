@@ -250,7 +250,7 @@ def judge_summary(measured: dict | None, trained: dict | None = None) -> dict:
     return out | {part: {"n": measured[part]["n"], "consistent": measured[part]["consistent"],
                          **{verdict: numbers(measured[part][verdict]) for verdict in ("judge", "acc_eq", "learned")
                             if verdict in measured[part]}}
-                  for part in ("dev", "test")}
+                  for part in ("validation", "test")}
 
 
 def selection_summary(picks: Sequence[Sequence[str]], nouns: Sequence[Sequence[str]],

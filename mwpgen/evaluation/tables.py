@@ -335,8 +335,8 @@ def judged_caption(scores: Sequence[dict], trained: dict | None, measured: dict 
     on = (measured or {}).get("learned_judge", {})
     tested = (f"; on {on['n']} test readings (measure_judge) {_ratio('precision', on['learned'])} at recall "
               f"{_ratio('recall', on['learned'])}") if "learned" in on else "; not yet measured on test readings"
-    return (f" consistency (judged): the rule (mwpgen/judge.py), every fold; consistency (learned): the learned judge "
-            f"where train_judge adopted one (not run elsewhere), precision {_ratio('precision', v)} at recall "
+    return (f" consistency (judged): the rule (mwpgen/judge/rule.py), every fold; consistency (learned): the learned "
+            f"judge where train_judge adopted one (not run elsewhere), precision {_ratio('precision', v)} at recall "
             f"{_ratio('recall', v)} on the validation readings that chose its threshold (in-sample){tested}.")
 
 
@@ -344,12 +344,12 @@ def judge_note(measured: dict | None) -> str:
     """What the consistency (judged) column measures, with the rule judge's precision and recall against the blind
     readings of the test part (the measure_judge stage's metrics/judge/<dataset>/fold<k>.json)."""
     if not measured or not measured.get("n"):
-        return "consistency (judged): the share of problems the consistency judge (mwpgen/judge.py) accepts."
+        return "consistency (judged): the share of problems the consistency judge (mwpgen/judge/rule.py) accepts."
     test = measured["test"]
     j, acc = test["judge"], test["acc_eq"]
     return (f"consistency (judged): the share of problems the consistency judge accepts ({measured['judge']}; "
-            f"mwpgen/judge.py, chosen on development labels: studies/judge_choice). Against {test['n']} blind readings "
-            f"of generated problems for {measured['dataset']} fold {measured['fold']} test equations "
+            f"mwpgen/judge/rule.py, chosen on validation labels: studies/judge_choice). Against {test['n']} blind "
+            f"readings of generated problems for {measured['dataset']} fold {measured['fold']} test equations "
             f"(data/labels/judge, {test['consistent']} consistent) its precision is {_ratio('precision', j)} and its "
             f"recall {_ratio('recall', j)} (ACC-eq's verdict: {_ratio('precision', acc)} and {_ratio('recall', acc)}; "
             f"95% bootstrap intervals over dataset problems; stage measure_judge)"
@@ -367,7 +367,7 @@ def learned_judge_note(measured: dict | None, trained: dict | None, scores: Sequ
                f"recall {versus['rule_recall']:.3f} (in-sample for it as well).") \
         if versus.get("rule_recall") is not None and versus.get("rule_precision") is not None else ""
     gated = trained.get("gated_by_rule")
-    text = (f"consistency (learned): the share of problems the learned judge accepts (mwpgen/learned_judge.py, stage "
+    text = (f"consistency (learned): the share of problems the learned judge accepts (mwpgen/judge/model.py, stage "
             f"train_judge: {trained['backbone']} read to layer {trained['layer']}, a linear head fitted on "
             f"{trained['readings']['train']['n']} blind readings of training-fold equations), only on folds where "
             f"train_judge adopted one (empty, not run, elsewhere; never averaged with the rule's column). It accepts "

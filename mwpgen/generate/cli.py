@@ -284,7 +284,7 @@ def check_judge(spec: str | None, requests: Sequence[Numbered]) -> None:
                        "(or drop --judge)", EXIT_BAD_INPUT)
     if spec == RULE:
         return
-    from mwpgen.learned_judge import has_judge, no_judge_reason, read_info
+    from mwpgen.judge.saved import has_judge, no_judge_reason, read_info
 
     path = Path(spec).expanduser()
     try:
@@ -305,7 +305,7 @@ def resolve_judge(spec: str | None, model_spec: str | None, model: Path) -> Path
     named by --model is judged by what it packages or by the rule: this checkout's judge was fitted beside this
     checkout's default model, and nothing says it fits another."""
     from mwpgen.generate.service import packaged_judge
-    from mwpgen.learned_judge import has_judge
+    from mwpgen.judge.saved import has_judge
     from mwpgen.paths import FoldPaths
 
     if spec == RULE:
@@ -495,7 +495,7 @@ def judge_identity(judge: Path | None, model: Path) -> str:
     """The resolved judge as a resumed run must find it again: where it is (a judge the model packages: its place in
     the model, whose fetched copy moves to a new temporary folder on every run) and its judge.json (threshold,
     backbone, layer), so a judge retrained in place is another judge; "rule" without one."""
-    from mwpgen.learned_judge import INFO_FILE
+    from mwpgen.judge.saved import INFO_FILE
 
     if judge is None:
         return RULE

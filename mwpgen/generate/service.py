@@ -45,8 +45,8 @@ from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, Sto
 from mwpgen.data.masking import number_value
 from mwpgen.generate.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
                                      format_number)
-from mwpgen.judge import equation_logprobs, judged
-from mwpgen.learned_judge import LearnedJudge
+from mwpgen.judge.model import LearnedJudge
+from mwpgen.judge.rule import equation_logprobs, judged
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings

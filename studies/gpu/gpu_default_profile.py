@@ -228,7 +228,7 @@ def train(args) -> None:
 
 def score(args) -> None:
     from mwpgen.evaluation.metrics import TextScorer, score_generations
-    from mwpgen.judge import judge_predictions
+    from mwpgen.judge.rule import judge_predictions
     from mwpgen.evaluation.statistics import paired_bootstrap, selection_summary
     from mwpgen.evaluation.tables import delta_text
     from mwpgen.lm.decoding import predict_equations

@@ -1,4 +1,4 @@
-"""Judge candidates compared in this study (not the product's judge, mwpgen/judge.py): p(a generated problem encodes its equation), from features a parser and a reader can measure.
+"""Judge candidates compared in this study (not the product's judge, mwpgen/judge/rule.py): p(a generated problem encodes its equation), from features a parser and a reader can measure.
 
 The evaluator's greedy parse (ACC-eq's verdict) is one bit; a judge that can be trusted needs more of what the
 parser knows and of what a reader checks first:
@@ -35,8 +35,8 @@ import torch
 
 from mwpgen.data.equations import equivalent, is_num_token
 from mwpgen.evaluation.metrics import equation_symbols
-from mwpgen.judge import equation_logprobs, surface_checks
-from mwpgen.learned_judge import logistic_regression
+from mwpgen.judge.fit import logistic_regression
+from mwpgen.judge.rule import equation_logprobs, surface_checks
 from mwpgen.lm.decoding import _generation_config, _left_pad
 from mwpgen.lm.prompts import LMExample, encode_prompt, mwp2eq_prompt
 

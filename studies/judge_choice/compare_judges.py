@@ -1,4 +1,4 @@
-"""Which consistency judge to trust: candidates compared on the blind development labels, the chosen one measured
+"""Which consistency judge to trust: candidates compared on the blind validation labels, the chosen one measured
 once on the test labels (data/labels/judge).
 
     bash scripts/run.sh python -m studies.judge_choice.compare_judges models/mwp2eq/arithmetic/fold0 \
@@ -6,9 +6,9 @@ once on the test labels (data/labels/judge).
 
 Every candidate is a verdict on (equation, problem): the evaluator's greedy parse (ACC-eq's own verdict), the
 reader's surface checks, the evaluator's margin of the requested equation over its best other beam, and logistic
-regressions over these features (mwpgen/judge.py). Fitted candidates are scored on the development labels by 5-fold
+regressions over these features (mwpgen/judge/rule.py). Fitted candidates are scored on the validation labels by 5-fold
 cross-validation (each fold's threshold chosen on the other four for precision >= TARGET); the candidate with the most
-recall at that precision is then fitted on all development labels and measured on the test labels, which choose
+recall at that precision is then fitted on all validation labels and measured on the test labels, which choose
 nothing. Features are cached in OUT/features.jsonl (they cost a beam search per problem).
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from mwpgen.io import read_jsonl, write_json, write_jsonl
 from studies.judge_choice import candidates as judge
 from studies.reading import judge_labels
-from mwpgen.learned_judge import auc, precision_at_recall
+from mwpgen.judge.measure import auc, precision_at_recall
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,7 +109,7 @@ def cached_features(model_dir: Path, rows: list[dict], out: Path, classifier: Pa
 
 
 def cross_validated(use, feats, labels) -> tuple[list[bool], list[float]]:
-    """Each dev problem's verdict and probability from a judge fitted, and thresholded, on the other folds."""
+    """Each validation problem's verdict and probability from a judge fitted, and thresholded, on the other folds."""
     order = list(range(len(labels)))
     random.Random(SEED).shuffle(order)
     verdict = [False] * len(labels)
@@ -148,20 +148,20 @@ def main() -> None:
         for merge, combine in MERGES.items():
             merged = [combine(f, s) for f, s in zip(feats, second)]
             candidates += [(f"{merge}: {name}", merged, (RULES | FITTED)[name]) for name in MERGED]
-    dev = [i for i, r in enumerate(rows) if r["part"] == "dev"]
+    validation = [i for i, r in enumerate(rows) if r["part"] == "validation"]
     test = [i for i, r in enumerate(rows) if r["part"] == "test"]
     y = [r["label"] for r in rows]
-    dev_y = [y[i] for i in dev]
+    val_y = [y[i] for i in validation]
 
     table = []
     for name, cand_feats, judge_of in candidates:
-        dev_f = [cand_feats[i] for i in dev]
+        val_f = [cand_feats[i] for i in validation]
         if callable(judge_of):
-            table.append({"judge": name, "kind": "rule", **judge.precision_recall([judge_of(f) for f in dev_f], dev_y)})
+            table.append({"judge": name, "kind": "rule", **judge.precision_recall([judge_of(f) for f in val_f], val_y)})
         else:
-            verdict, prob = cross_validated(judge_of, dev_f, dev_y)
-            table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)", **judge.precision_recall(verdict, dev_y),
-                          "auc": auc(prob, dev_y), "precision_at_recall_0.5": precision_at_recall(prob, dev_y)})
+            verdict, prob = cross_validated(judge_of, val_f, val_y)
+            table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)", **judge.precision_recall(verdict, val_y),
+                          "auc": auc(prob, val_y), "precision_at_recall_0.5": precision_at_recall(prob, val_y)})
     # The most recall among those at the target precision; if none reaches it, the most precise at recall >= 0.5.
     eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET and t["recall"] >= 0.5]
     fallback = [t for t in table if t["recall"] >= 0.5 and t["precision"] == t["precision"]]
@@ -172,9 +172,9 @@ def main() -> None:
     if callable(judge_of):
         test_verdict = [judge_of(chosen_feats[i]) for i in test]
     else:
-        final = judge.fit([chosen_feats[i] for i in dev], dev_y, judge_of)
-        final.threshold = judge.threshold_for_precision(final.probability([chosen_feats[i] for i in dev]), dev_y,
-                                                        TARGET)
+        final = judge.fit([chosen_feats[i] for i in validation], val_y, judge_of)
+        final.threshold = judge.threshold_for_precision(final.probability([chosen_feats[i] for i in validation]),
+                                                        val_y, TARGET)
         test_verdict = final.accepts([chosen_feats[i] for i in test])
         write_json(args.out / "judge.json", final.to_dict())
     test_result = judge.precision_recall(test_verdict, [y[i] for i in test])
@@ -182,14 +182,15 @@ def main() -> None:
 
     summary = {"evaluator": str(args.evaluator), "classifier": str(args.classifier) if args.classifier else None,
                "second_parser": str(args.second_parser) if args.second_parser else None,
-               "target_precision": TARGET, "dev": len(dev), "dev_consistent":
-               sum(dev_y), "test": len(test), "test_consistent": sum(y[i] for i in test), "candidates": table,
+               "target_precision": TARGET, "validation": len(validation), "validation_consistent":
+               sum(val_y), "test": len(test), "test_consistent": sum(y[i] for i in test), "candidates": table,
                "chosen": chosen["judge"], "test_result": test_result, "acc_eq_verdict_on_test": acc_eq_test}
     write_json(args.out / "judge_choice.json", summary)
     lines = [f"### Consistency judges on the blind labels (evaluator {args.evaluator}"
              + (f", classifier {args.classifier}" if args.classifier else "")
              + (f", second parser {args.second_parser})" if args.second_parser else ")"), "",
-             f"Development labels: {len(dev)} problems ({sum(dev_y)} consistent). Target: precision >= {TARGET} "
+             f"Validation labels: {len(validation)} problems ({sum(val_y)} consistent). "
+             f"Target: precision >= {TARGET} "
              "at recall >= 0.5. Fitted judges: the verdict at the threshold chosen for that precision on the other "
              "folds (none accepted: no threshold reached it), and, from their cross-validated probabilities, the AUC "
              "and the best precision at recall 0.5.", "",
@@ -198,8 +199,8 @@ def main() -> None:
     cell = lambda t, k: f"{t[k]:.3f}" if k in t else ""  # noqa: E731
     lines += [f"| {t['judge']} | {t['kind']} | {t['precision']:.3f} | {t['recall']:.3f} | {t['accepted']} | "
               f"{cell(t, 'auc')} | {cell(t, 'precision_at_recall_0.5')} |" for t in table]
-    lines += ["", ("" if eligible else f"No candidate reaches precision {TARGET} on the development labels; the most "
-                   "precise at recall >= 0.5 is measured. ") + f"Chosen on the development labels: **{chosen['judge']}**. On the {len(test)} test labels "
+    lines += ["", ("" if eligible else f"No candidate reaches precision {TARGET} on the validation labels; the most "
+                   "precise at recall >= 0.5 is measured. ") + f"Chosen on the validation labels: **{chosen['judge']}**. On the {len(test)} test labels "
               f"({sum(y[i] for i in test)} consistent), which chose nothing: precision {test_result['precision']:.3f}, "
               f"recall {test_result['recall']:.3f} ({test_result['accepted']} accepted); the evaluator's ACC-eq verdict "
               f"there: precision {acc_eq_test['precision']:.3f}, recall {acc_eq_test['recall']:.3f}."]

@@ -1,4 +1,4 @@
-"""Train the consistency classifier of mwpgen/judge.py on a fold's training problems: its real (problem, equation)
+"""Train the consistency classifier of mwpgen/judge/rule.py on a fold's training problems: its real (problem, equation)
 pairs as "yes", a hard negative made from each as "no" (a fresh one per epoch), starting from the fold's evaluator.
 
     bash scripts/run.sh python -m studies.judge_choice.train_judge_classifier --evaluator models/mwp2eq/arithmetic/fold0 \\

@@ -1,10 +1,10 @@
 """Which learned judge to use: fitted on the training-fold readings, compared on the validation readings, beside
-today's rule (mwpgen/judge.py). Test readings are scored only with `--test CHOICE`, once, after the choice.
+today's rule (mwpgen/judge/rule.py). Test readings are scored only with `--test CHOICE`, once, after the choice.
 
     bash scripts/run.sh python -m studies.learned_judge.compare --evaluator models/mwp2eq/arithmetic/fold0 \
         --cache .cache/learned_judge --out studies/learned_judge/comparison
 
-Candidates (mwpgen/learned_judge.py): for each backbone (the fold's evaluator; the pre-trained LM) and each
+Candidates (mwpgen/judge/model.py): for each backbone (the fold's evaluator; the pre-trained LM) and each
 `--layers`, a probe (logistic regression on the hidden state after that many decoder layers, each `--l2`); with
 `--finetune N`, the best probe's top N layers and head trained on the readings, one run per `--seeds`. The rule
 needs the evaluator's greedy parse of each validation problem. The learning curve refits the best probe on 25 / 50 /
@@ -25,7 +25,9 @@ from pathlib import Path
 
 import torch
 
-from mwpgen import learned_judge as lj
+from mwpgen.judge.fit import finetune, fit_head
+from mwpgen.judge.measure import auc, precision_at_recall, precision_recall, threshold_at_recall
+from mwpgen.judge.model import LearnedJudge, decoder_layers
 from studies.learned_judge import labels as readings
 from studies.learned_judge import probe as probing
 
@@ -54,10 +56,10 @@ RULE_RECALL: list[float] = []  # today's judge's recall on the validation readin
 
 
 def scores(p: list[float], y: list[int]) -> dict:
-    out = {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, 0.5), 4),
+    out = {"auc": round(auc(p, y), 4), "precision_at_recall_0.5": round(precision_at_recall(p, y, 0.5), 4),
            "calibration_error": round(calibration_error(p, y), 4)}
     if RULE_RECALL:  # the comparison that decides adoption: precision where the rule stands
-        out["precision_at_rule_recall"] = round(lj.precision_at_recall(p, y, RULE_RECALL[0]), 4)
+        out["precision_at_rule_recall"] = round(precision_at_recall(p, y, RULE_RECALL[0]), 4)
     return out
 
 
@@ -85,8 +87,8 @@ def hidden_by_layer(folder: str, layers: list[int], rows: list[dict], cache: Pat
 
 def _embed(folder: str, layers: list[int], rows: list[dict], name: str) -> torch.Tensor:
     """[len(layers), N, D] states of `rows` after each of `layers`, read through the final norm."""
-    judge = lj.LearnedJudge.from_lm(folder, max(layers))
-    blocks = lj.decoder_layers(judge.backbone)
+    judge = LearnedJudge.from_lm(folder, max(layers))
+    blocks = decoder_layers(judge.backbone)
     # The judge truncated at a layer reads that layer's output through the final norm: so do these states.
     norm = judge.backbone.norm
     captured: dict[int, torch.Tensor] = {}
@@ -112,7 +114,7 @@ def probe(x_fit: torch.Tensor, y_fit: list[int], x_score: torch.Tensor, l2: floa
 
 
 def rule_verdicts(evaluator: str, rows: list[dict]) -> list[float]:
-    from mwpgen.judge import judged
+    from mwpgen.judge.rule import judged
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
 
@@ -122,7 +124,7 @@ def rule_verdicts(evaluator: str, rows: list[dict]) -> list[float]:
 
 
 def stored_rule_verdicts() -> dict[tuple[str, str], bool]:
-    """Today's judge (mwpgen/judge.py: the evaluator's parse is E and the surface checks pass) on validation
+    """Today's judge (mwpgen/judge/rule.py: the evaluator's parse is E and the surface checks pass) on validation
     readings, as the studies that drew them recorded it with the committed evaluator: studies/verify_pools
     (`evaluator_judged`) and studies/judge_choice (`features.jsonl`: exact parse and the checks)."""
     from studies.reading import blind_reading
@@ -142,8 +144,8 @@ def stored_rule_verdicts() -> dict[tuple[str, str], bool]:
 
 
 def surface_features(rows: list[dict]) -> torch.Tensor:
-    """What a reader checks before solving (mwpgen/judge.py's surface checks), as numbers: no parser needed."""
-    from mwpgen.judge import surface_checks
+    """What a reader checks before solving (mwpgen/judge/rule.py's surface checks), as numbers: no parser needed."""
+    from mwpgen.judge.rule import surface_checks
 
     out = []
     for r in rows:
@@ -175,13 +177,13 @@ def run(args: argparse.Namespace) -> dict:
     stored = stored_rule_verdicts()
     ruled = [(float(stored[(r["equation"], r["problem"])]), r["label"]) for r in valid
              if (r["equation"], r["problem"]) in stored]
-    accepted = lj.precision_recall([v for v, _ in ruled], [y for _, y in ruled], 0.5)
+    accepted = precision_recall([v for v, _ in ruled], [y for _, y in ruled], 0.5)
     result["candidates"]["today's judge (the rule, as recorded)"] = {
         "n": len(ruled), "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4)}
     RULE_RECALL[:] = [accepted["recall"]]
     if args.evaluator:
         rule = rule_verdicts(args.evaluator, valid)
-        accepted = lj.precision_recall(rule, y_valid, 0.5)
+        accepted = precision_recall(rule, y_valid, 0.5)
         result["candidates"]["today's judge with this evaluator"] = {
             "precision": round(accepted["precision"], 4), "recall": round(accepted["recall"], 4)}
     backbones = {name: folder for name, folder in (("evaluator", args.evaluator), ("pretrained", args.pretrained))
@@ -233,20 +235,20 @@ def run(args: argparse.Namespace) -> dict:
         layer = args.finetune_layer
         h_train = states[name][0][layer]
     for saved in args.finetuned:  # judges an earlier run fine-tuned and saved (--save), scored again here
-        judge = lj.LearnedJudge.load(saved)
+        judge = LearnedJudge.load(saved)
         p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
         key = f"finetune {judge.info.backbone.rsplit('/', 1)[-1]} layer {judge.info.layer} top {judge.info.trained_layers}"
         result["candidates"][f"{key} ({saved.name})"] = scores(p, y_valid)
     for seed in args.finetune_seeds if args.finetune else []:
         start = time.perf_counter()
-        judge = lj.LearnedJudge.from_lm(folder, layer)
-        lj.fit_head(judge, h_train, y_train, l2)
-        lj.finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train], y_train,
-                    layers=args.finetune, epochs=args.epochs, lr=args.lr, seed=seed,
-                    autocast=torch.bfloat16 if args.bf16 else None,
-                    log=lambda e, step, loss: step % 50 == 0 and print(f"epoch {e} step {step} loss {loss:.4f} "
-                                                                    f"{time.perf_counter() - start:.0f} s",
-                                                                    file=sys.stderr, flush=True))
+        judge = LearnedJudge.from_lm(folder, layer)
+        fit_head(judge, h_train, y_train, l2)
+        finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train], y_train,
+                 layers=args.finetune, epochs=args.epochs, lr=args.lr, seed=seed,
+                 autocast=torch.bfloat16 if args.bf16 else None,
+                 log=lambda e, step, loss: step % 50 == 0 and print(f"epoch {e} step {step} loss {loss:.4f} "
+                                                                 f"{time.perf_counter() - start:.0f} s",
+                                                                 file=sys.stderr, flush=True))
         p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
         if args.save:
             judge.save(args.save / f"seed{seed}")
@@ -261,15 +263,15 @@ def measure_once(args: argparse.Namespace) -> dict:
     train, valid, test = (readings.labelled(part) for part in ("train", "validation", "test"))
     folder = args.evaluator if args.backbone == "evaluator" else args.pretrained
     if args.load:  # a judge the comparison fitted and saved (--save): fitted on the training readings only
-        judge = lj.LearnedJudge.load(args.load)
+        judge = LearnedJudge.load(args.load)
     else:
-        judge = lj.LearnedJudge.from_lm(folder, args.layer)
+        judge = LearnedJudge.from_lm(folder, args.layer)
         states = hidden_by_layer(folder, args.layers, train, args.cache, f"{args.backbone}_train")[args.layer]
-        lj.fit_head(judge, states, [r["label"] for r in train], args.l2[0])
+        fit_head(judge, states, [r["label"] for r in train], args.l2[0])
     if args.finetune and not args.load:
-        lj.finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train],
-                    [r["label"] for r in train], layers=args.finetune, epochs=args.epochs, lr=args.lr,
-                    seed=args.seeds[0], autocast=torch.bfloat16 if args.bf16 else None)
+        finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train],
+                 [r["label"] for r in train], layers=args.finetune, epochs=args.epochs, lr=args.lr,
+                 seed=args.seeds[0], autocast=torch.bfloat16 if args.bf16 else None)
     out = {"cpu": cpu_name(), "judge": {"backbone": args.backbone, "layer": args.layer, "l2": args.l2[0],
                                         "finetune": args.finetune, "seed": args.seeds[0],
                                         "loaded": str(args.load) if args.load else None}}
@@ -277,16 +279,16 @@ def measure_once(args: argparse.Namespace) -> dict:
         p = judge.probabilities([r["problem"] for r in rows], [r["equation"] for r in rows])
         y = [r["label"] for r in rows]
         if name == "validation":
-            judge.info.threshold = lj.threshold_at_recall(p, y, 0.5)
-        at = lj.precision_recall(p, y, judge.info.threshold)
+            judge.info.threshold = threshold_at_recall(p, y, 0.5)
+        at = precision_recall(p, y, judge.info.threshold)
         out[name] = scores(p, y) | {"n": len(rows), "right": sum(y), "threshold": round(judge.info.threshold, 4),
                                     "precision": round(at["precision"], 4), "recall": round(at["recall"], 4)}
         if name == "test":
             stored = stored_rule_verdicts()
             both = [(q, float(stored[(r["equation"], r["problem"])]), r["label"]) for q, r in zip(p, rows)
                     if (r["equation"], r["problem"]) in stored]
-            rule = lj.precision_recall([v for _, v, _ in both], [y for _, _, y in both], 0.5)
-            mine = lj.precision_recall([q for q, _, _ in both], [y for _, _, y in both], judge.info.threshold)
+            rule = precision_recall([v for _, v, _ in both], [y for _, _, y in both], 0.5)
+            mine = precision_recall([q for q, _, _ in both], [y for _, _, y in both], judge.info.threshold)
             out[name]["where_the_rule_was_recorded"] = {
                 "n": len(both), "right": sum(y for _, _, y in both),
                 "rule": {"precision": round(rule["precision"], 4), "recall": round(rule["recall"], 4)},

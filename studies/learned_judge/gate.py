@@ -1,6 +1,6 @@
 """The rule and a learned probe together: accept a problem only where the rule accepts it (the evaluator's parse is E
-and the surface checks pass, mwpgen/judge.py) and the probe's p is at least a threshold. The rule has the parse, which
-the probes lack; the probe ranks what the rule accepts. Does the pair reach a precision the rule alone does not?
+and the surface checks pass, mwpgen/judge/rule.py) and the probe's p is at least a threshold. The rule has the parse,
+which the probes lack; the probe ranks what the rule accepts. Does the pair reach a precision the rule alone does not?
 
     bash scripts/run.sh python -m studies.learned_judge.gate models/mwp2eq/arithmetic/fold0 \
         --cache .cache/learned_judge --out studies/learned_judge/gate
@@ -21,7 +21,8 @@ import json
 import time
 from pathlib import Path
 
-from mwpgen import learned_judge as lj
+from mwpgen.judge.measure import auc, precision_at_recall, precision_recall, threshold_at_recall
+from mwpgen.judge.verdicts import gated_scores
 from studies.learned_judge import labels as readings
 from studies.learned_judge.compare import cpu_name, hidden_by_layer, probe, rule_verdicts
 
@@ -29,8 +30,8 @@ RECALL = 0.5
 
 
 def figures(p: list[float], y: list[int], threshold: float) -> dict:
-    at = lj.precision_recall(p, y, threshold)
-    return {"auc": round(lj.auc(p, y), 4), "precision_at_recall_0.5": round(lj.precision_at_recall(p, y, RECALL), 4),
+    at = precision_recall(p, y, threshold)
+    return {"auc": round(auc(p, y), 4), "precision_at_recall_0.5": round(precision_at_recall(p, y, RECALL), 4),
             "threshold": round(threshold, 4), "precision": round(at["precision"], 4), "recall": round(at["recall"], 4),
             "accepted": at["accepted"]}
 
@@ -46,12 +47,12 @@ def run(args: argparse.Namespace) -> dict:
     p = {part: probe(states["train"], y["train"], states[part], args.l2) for part in ("validation", "test")}
     verdicts = rule_verdicts(args.evaluator, parts["validation"] + parts["test"])  # one load of the parser
     rule = {"validation": verdicts[:len(parts["validation"])], "test": verdicts[len(parts["validation"]):]}
-    gate = {part: lj.gated_scores(p[part], rule[part]) for part in ("validation", "test")}
+    gate = {part: gated_scores(p[part], rule[part]) for part in ("validation", "test")}
     # thresholds chosen on validation: the rule's is its verdict (0.5 between 0 and 1); the probe's and the gate's
     # the highest that keeps recall 0.5 there
-    t_probe = lj.threshold_at_recall(p["validation"], y["validation"], RECALL)
+    t_probe = threshold_at_recall(p["validation"], y["validation"], RECALL)
     # where the rule's own recall is below 0.5 the gate cannot reach it: it is then the rule alone
-    t_gate = max(lj.threshold_at_recall(gate["validation"], y["validation"], RECALL), 1e-9)
+    t_gate = max(threshold_at_recall(gate["validation"], y["validation"], RECALL), 1e-9)
     # the evaluator as models/mwp2eq/<dataset>/fold<k>, wherever the clone is
     out = {"cpu": cpu_name(), "evaluator": "/".join(Path(args.evaluator).parts[-4:]), "layer": args.layer,
            "l2": args.l2, "counts": {part: {"n": len(rows), "right": sum(y[part])} for part, rows in parts.items()}}

@@ -8,7 +8,7 @@
 - `sources.csv`: uid -> part, where the problem came from (file, model / K, the dataset id).
 
 The part follows the rule that keeps the test labels clean: problems written for VALIDATION equations (the 100-problem
-validation slice of Arithmetic fold 0) are the development part, the only labels a judge may be trained or tuned on;
+validation slice of Arithmetic fold 0) are the validation part, the only labels a judge may be trained or tuned on;
 problems written for TEST equations are the test part, which only measures. Readers label by the rule of
 data/labels/evaluator/README.md into `labels_<reader>.csv` (uid,label); `overlap.csv` lists the seeded 50 problems
 (25 of each part) that a second reader labels independently.
@@ -22,7 +22,7 @@ import json
 import random
 from pathlib import Path
 
-from mwpgen.evaluation.blind_labels import FIRST_READING, SECOND_READING, read_csv, read_labels, readings
+from mwpgen.judge.readings import first_reading, read_csv, reading_set
 from studies.reading import blind_reading
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +30,8 @@ OUT = ROOT / "data" / "labels" / "judge"
 SEED = 2021
 TEST_SAMPLE = 300  # of the verify_k rows (test equations, K = 1 and K = 8 problems)
 OVERLAP = 25  # per part
+SECOND_READING = "labels_e.csv"  # the overlap, read again by a fifth reader who saw no other label
+PARTS = ("validation", "test")
 
 
 def pool() -> list[dict]:
@@ -39,7 +41,7 @@ def pool() -> list[dict]:
         model, decoding = path.stem.removeprefix("generations_").rsplit("_", 1)
         for r in read_csv(path):
             found.setdefault((r["equation"], r["generated"]), {
-                "part": "dev", "equation": r["equation"], "problem": r["generated"], "source": path.name,
+                "part": "validation", "equation": r["equation"], "problem": r["generated"], "source": path.name,
                 "model": model, "setting": decoding, "dataset_id": r["id"]})
     test = read_csv(ROOT / "studies" / "verify_k" / "verify_k_generations.csv")
     random.Random(SEED).shuffle(test)
@@ -72,22 +74,24 @@ def build() -> None:
         w.writeheader()
         w.writerows(rows)
     overlap = []
-    for part in ("dev", "test"):
+    for part in PARTS:
         uids = [r["uid"] for r in rows if r["part"] == part]
         overlap += sorted(random.Random(SEED + 2).sample(uids, OVERLAP))
     (OUT / "overlap.csv").write_text("uid\n" + "\n".join(overlap) + "\n", encoding="utf-8")
-    counts = {p: sum(r["part"] == p for r in rows) for p in ("dev", "test")}
+    counts = {p: sum(r["part"] == p for r in rows) for p in PARTS}
     print(json.dumps({"problems": len(rows), **counts, "overlap": len(overlap)}))
 
 
 def labels() -> list[dict]:
     """Every problem with its part and its (first-reading) label: what the judge is fitted and measured on."""
-    return read_labels(OUT)
+    return reading_set("judge").read(ROOT)
 
 
 def agreement() -> dict:
     """Cohen's kappa and raw agreement of the two readings of the overlap."""
-    a, b = readings(*(OUT / f for f in FIRST_READING)), readings(OUT / SECOND_READING)
+    _, _, *first = reading_set("judge").files(ROOT)
+    a = {uid: label for uid, (label, _) in first_reading(first).items()}
+    b = {uid: label for uid, (label, _) in first_reading([OUT / SECOND_READING]).items()}
     both = sorted(set(a) & set(b))
     n = len(both)
     agree = sum(a[u] == b[u] for u in both)
@@ -112,7 +116,7 @@ def main() -> None:
         rows = labels()
         result["labels"] = {part: {"n": sum(r["part"] == part for r in rows),
                                    "consistent": sum(r["label"] for r in rows if r["part"] == part)}
-                            for part in ("dev", "test")}
+                            for part in PARTS}
         (OUT / "agreement.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
         print(json.dumps(result, indent=1))
 

@@ -10,7 +10,7 @@ before anything becomes a stage.
         --method dpo --lr 1e-5                                            # DPO at a lower rate
 
 Settings are params.yaml's `tuning` section unless given. The readings are data/labels/corpus's plus any `--add-set`'s
-(another reading corpus under data/labels, mwpgen.data.readings.CORPORA: e.g. corpus_round2, ours-rft's own candidates
+(another reading corpus under data/labels, mwpgen.judge.readings.CORPORA: e.g. corpus_round2, ours-rft's own candidates
 for 200 more training-fold equations), those written by a model of `tuning.candidates_from`.
 Only training-fold equations tune. Writes tuned_<model>.json (the data sizes,
 steps, time, CPU and settings) beside the bundle's name in studies/tuning/variants/.
@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from mwpgen.data.readings import CORPORA, LABELS
+from mwpgen.judge.readings import CORPORA, LABELS
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "studies" / "tuning" / "variants"
@@ -60,7 +60,7 @@ def main(argv=None) -> None:
 
     from mwpgen import registry
     from mwpgen.data.folds import load_fold
-    from mwpgen.data.readings import tuning_candidates
+    from mwpgen.judge.readings import tuning_candidates
     from mwpgen.runtime import cpu_supports_bf16
     from studies.learned_judge.compare import cpu_name
     from tasks.tune import tune_ours_bundle

@@ -4,7 +4,7 @@ per problem?
 For every test problem of a fold, a trained ours writes one problem from the test problem's equation and context
 (the words its selector picks from the real problem, as the generate stage gives ours; a bundle trained with
 heuristic keywords gets the fold's keywords of its `context` kind) through mwpgen.generate.service with `verify = K`: K
-top-p samples ranked by the judge (mwpgen.judge.judged with the bundle's co-trained mwp2eq as parser: accepted ones
+top-p samples ranked by the judge (mwpgen.judge.rule.judged with the bundle's co-trained mwp2eq as parser: accepted ones
 first, the most firmly parsed first; with `--judge FOLDER`, the learned judge saved there, as `mwpgen generate
 --judge` ranks). K = 1 is one sample with nothing to choose from (still judged). The same seeds
 serve every K. The fold's INDEPENDENT evaluator then parses every chosen problem: ACC-eq exact (canonical form) and
@@ -37,8 +37,8 @@ from mwpgen.evaluation.metrics import acc_eq
 from mwpgen.generate.request import Request
 from mwpgen.generate.service import Service, bundle_folder
 from mwpgen.io import read_jsonl
-from mwpgen.judge import judged
-from mwpgen.learned_judge import LearnedJudge
+from mwpgen.judge.model import LearnedJudge
+from mwpgen.judge.rule import judged
 from mwpgen.lm.decoding import predict_equations
 from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, select_context

@@ -10,7 +10,7 @@ hold a right problem, and which ranking puts one first?
 `sample` draws `--n` equations (seeded) of the fold's validation slice or test fold, and for each samples K top-p
 candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.generate.service: the same prompt,
 seeds and decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict
-(mwpgen.judge.judged) and its log p(equation) per token (the service's rank), the generator's mean token
+(mwpgen.judge.rule.judged) and its log p(equation) per token (the service's rank), the generator's mean token
 log-likelihood, and the fold's independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
 
 `build` makes one blind reading set (studies/reading/blind_reading.py) of both splits' candidates, shuffled together: readers
@@ -49,7 +49,7 @@ def sample(args: argparse.Namespace) -> None:
     from mwpgen.data.folds import load_fold
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
-    from mwpgen.judge import judged
+    from mwpgen.judge.rule import judged
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq

@@ -2,7 +2,7 @@
 
 `judged` is the verdict of the evaluate stage's "consistency (judged)" column (always this rule: a learned judge's
 share is its own column, "consistency (learned)") and of `mwpgen generate --verify` where there is no learned judge
-(mwpgen/learned_judge.py, stage train_judge, which takes its place there only where it judged validation readings
+(mwpgen/judge/model.py, stage train_judge, which takes its place there only where it judged validation readings
 better): the evaluator's greedy parse is the requested equation, and the problem passes the checks a reader makes
 before solving (`surface_checks`). `equation_logprobs` is the parser's log p(E | M), the rank among accepted candidates.
 The candidates compared against it (beam margins, fitted judges, a consistency classifier) are in
@@ -33,7 +33,7 @@ OPERATION_CUES = {
     "/": r"\b(each|per|equally|split|share|shared|divided|among|between|every|evenly|groups)\b",
 }
 
-# The judge the evaluate stage applies (its "consistency (judged)" column): chosen on the development labels by
+# The judge the evaluate stage applies (its "consistency (judged)" column): chosen on the validation labels by
 # studies/judge_choice, where no candidate reached the target precision 0.85.
 JUDGE_RULE = "parse = E, surface checks and operation words"
 

@@ -1,14 +1,14 @@
-"""Training the learned judge (mwpgen/learned_judge.py) on blind readings: fitted on the `train` part, chosen on the
-`validation` part (mwpgen/data/readings.py), never shown the `test` part.
+"""Training the learned judge (mwpgen/judge/model.py) on blind readings: fitted on the `train` part
+(mwpgen/judge/fit.py), chosen on the `validation` part (mwpgen/judge/readings.py), never shown the `test` part.
 
 The head is fitted once on the frozen backbone's hidden states (an exact, seedless fit). With `finetune_layers` the
 top layers are then trained with the head, once per seed, and the seed of best validation AUC is kept. The threshold
 that turns p into a verdict is the highest that still accepts `recall` of the validation readings read right: the
 same rule for every judge, so its validation precision at that recall is what compares judges. The judge is tried
-alone and gated by the rule (it accepts only what the rule accepts, learned_judge.gated_scores); the form of higher
+alone and gated by the rule (it accepts only what the rule accepts, verdicts.gated_scores); the form of higher
 validation precision at that recall is kept (a tie keeps it alone).
 
-A learned judge replaces the rule (mwpgen/judge.py) only where it earns it (`against_the_rule`): on the same
+A learned judge replaces the rule (mwpgen/judge/rule.py) only where it earns it (`against_the_rule`): on the same
 validation readings, its precision at its threshold must be above the rule's precision. That is the trade `recall`
 sets: where the rule accepts more of the right problems, the learned judge gives some of them up for precision,
 which is what a shown, "verified" problem needs. Both figures are in-sample for the learned judge (validation chose
@@ -23,8 +23,10 @@ from typing import Callable, Sequence
 
 import torch
 
-from mwpgen.learned_judge import (LearnedJudge, auc, finetune, fit_head, gated_scores, precision_at_recall,
-                                  precision_recall, threshold_at_recall)
+from mwpgen.judge.fit import finetune, fit_head
+from mwpgen.judge.measure import auc, measure, precision_recall, rounded_figure, threshold_at_recall
+from mwpgen.judge.model import LearnedJudge
+from mwpgen.judge.verdicts import gated_scores
 
 MIN_PER_CLASS = 2  # a logistic fit and a threshold need readings of both kinds; fewer is an error naming the files
 
@@ -52,20 +54,6 @@ def check_classes(rows: Sequence[dict], part: str, where: Sequence[str]) -> None
                          "judge.max_readings' cut)")
 
 
-def _finite(x: float) -> float | None:
-    return None if x is None or math.isnan(x) else round(float(x), 4)
-
-
-def measure(scores: Sequence[float], labels: Sequence[int], threshold: float) -> dict:
-    """A judge's probabilities against readings: AUC, precision at recall 0.5, and precision and recall at its
-    threshold (None where not computable: no reading of a class, nothing accepted)."""
-    at = precision_recall(scores, labels, threshold)
-    return {"n": len(labels), "right": int(sum(labels)), "auc": _finite(auc(scores, labels)),
-            "precision_at_recall_0.5": _finite(precision_at_recall(scores, labels, 0.5)),
-            "threshold": round(float(threshold), 6), "precision": _finite(at["precision"]),
-            "recall": _finite(at["recall"]), "accepted": at["accepted"]}
-
-
 def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], rule: Sequence[bool], cfg, *,
                    device: str, autocast: torch.dtype | None = None,
                    log: Callable[[int, int, int, float], None] | None = None
@@ -91,7 +79,7 @@ def fit_and_choose(source, train: Sequence[dict], validation: Sequence[dict], ru
                      log=None if log is None else lambda epoch, step, loss, s=seed: log(s, epoch, step, loss))
         p = judge.probabilities(p_val, e_val, cfg.batch_size)
         score = auc(p, y_val)
-        seed_auc[seed] = _finite(score)
+        seed_auc[seed] = rounded_figure(score)
         if best is None or score > best[0]:
             best = (score, seed, judge, p)
     _, seed, judge, p = best
@@ -138,20 +126,20 @@ def against_the_rule(scores: Sequence[float], threshold: float, rule: Sequence[b
                          "per validation reading")
     at = _rule_quality(rule, labels)
     learned = precision_recall(scores, labels, threshold)
-    figures = {"n": len(labels), "right": int(sum(labels)), "rule_precision": _finite(at["precision"]),
-               "rule_recall": _finite(at["recall"]), "rule_accepted": at["accepted"],
-               "learned_precision": _finite(learned["precision"]), "learned_recall": _finite(learned["recall"]),
-               "learned_accepted": learned["accepted"]}
+    figures = {"n": len(labels), "right": int(sum(labels)), "rule_precision": rounded_figure(at["precision"]),
+               "rule_recall": rounded_figure(at["recall"]), "rule_accepted": at["accepted"],
+               "learned_precision": rounded_figure(learned["precision"]),
+               "learned_recall": rounded_figure(learned["recall"]), "learned_accepted": learned["accepted"]}
     if not at["recall"]:  # the rule accepts no right reading: nothing to compare with, and nothing earned
         return {**figures, "adopted": False, "reason": (
             f"the rule accepts none of the {figures['right']} validation readings read right, so there is nothing to "
-            "compare the learned judge with; the rule stays (mwpgen/judge.py)")}
+            "compare the learned judge with; the rule stays (mwpgen/judge/rule.py)")}
     adopted = _better(figures["learned_precision"], figures["rule_precision"])
     compared = (f"on {len(labels)} validation readings the learned judge's precision is {learned['precision']:.3f} at "
                 f"recall {learned['recall']:.3f}, the rule's {at['precision']:.3f} at {at['recall']:.3f}")
     return {**figures, "adopted": adopted,
             "reason": f"{compared}: the learned judge replaces the rule" if adopted else
-            f"{compared}: the learned judge is not more precise, so the rule stays (mwpgen/judge.py)"}
+            f"{compared}: the learned judge is not more precise, so the rule stays (mwpgen/judge/rule.py)"}
 
 
 def _rule_quality(verdicts: Sequence[bool], labels: Sequence[int]) -> dict:

@@ -7,12 +7,13 @@ on LABELLED_FOLD (every set was generated there):
 - `train`: training-fold equations (data/labels/corpus; corpus_round2: the tuned ours' own candidates for 200
   more of them; corpus_round3: its candidates for 150 equations of the hard shapes, 11 each): a judge is fitted on
   these;
-- `validation`: the fold's validation slice (data/labels/judge's dev part, data/labels/verify_pools' validation
-  pools): what chooses a judge's threshold, layer or seed;
+- `validation`: the fold's validation slice (data/labels/judge's validation part, data/labels/verify_pools'
+  validation pools): what chooses a judge's threshold, layer or seed;
 - `test`: test equations (data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge): they
   only measure.
 
-Each reading is {"part", "equation", "problem", "label", "group", "source", "where"}: `group` is the dataset problem
+Each reading is {"uid", "part", "equation", "problem", "label", "group", "source", "where"}: `uid` is its problem's id
+in its set (problems.csv); `group` is the dataset problem
 id the candidate was written for (candidates of one problem share most of their text, so a split of the readings
 keeps a group on one side); `source` the set's folder; `where` the label's file and line. Each distinct (equation,
 problem) is kept once: within a part the first set's reading is kept (SETS' order: the corpus first), and a text read
@@ -21,7 +22,8 @@ ever measured. Two readings of one text in one part that disagree are not resolv
 reported in one line naming both label files (a warning, or the caller's `on_conflict`) and the first is kept, since
 either reading may be the mistake and dropping both would lose a text that a later reader settles.
 
-Only the first reading of each set counts (the overlap's second reading measures agreement); a problem the readers
+Only the first reading of each set counts (the overlap's second reading, `second_reading`, measures agreement
+between readers); a problem the readers
 have not reached yet (a corpus batch being read) has no label and is left out. One error naming the file (and line
 or column): a label other than 0 or 1, a label whose uid is not in the set's problems.csv, a file without a column
 it needs.
@@ -37,6 +39,7 @@ from typing import Callable, Sequence
 
 LABELS = Path("data") / "labels"
 PARTS = ("train", "validation", "test")
+LABELLED_FOLD = ("arithmetic", 0)  # the (dataset, fold) every reading's problem was generated on
 
 
 class LabelConflict(UserWarning):
@@ -108,13 +111,17 @@ class ReadingSet:
                 raise ValueError(f"{problems_path}:{line}: problem {p['uid']} has no part in {key_path.name} "
                                  f"(got {part.get(p['uid'])!r}; expected one of {', '.join(PARTS)})")
             value, where = label[p["uid"]]
-            out.append({"part": part[p["uid"]], "equation": p["equation"], "problem": p["problem"], "label": value,
-                        "group": group[p["uid"]], "source": str(LABELS / self.name), "where": where})
+            out.append({"uid": p["uid"], "part": part[p["uid"]], "equation": p["equation"], "problem": p["problem"],
+                        "label": value, "group": group[p["uid"]], "source": str(LABELS / self.name), "where": where})
         return out
 
 
 def _split(row: dict) -> str:
     return row["split"]
+
+
+def _part(row: dict) -> str:
+    return row["part"]
 
 
 def _test(row: dict) -> str:
@@ -126,9 +133,8 @@ READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_
 CORPORA = ("corpus", "corpus_round2", "corpus_round3")
 SETS = (
     *(ReadingSet(name, ("labels/batch_*.csv",), "key.csv", _split, "id", ("split",)) for name in CORPORA),
-    # data/labels/judge: its dev part was written for validation equations
-    ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv",
-               lambda r: {"dev": "validation"}.get(r["part"], r["part"]), "dataset_id", ("part",)),
+    # data/labels/judge: four readers a quarter each (labels_e.csv: the second reading of its overlap)
+    ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv", _part, "dataset_id", ("part",)),
     ReadingSet("verify_pools", ("labels_a.csv",), "key.csv", _split, "id", ("split",)),
     *(ReadingSet(f"read_models/{name}", ("labels_a.csv", "labels_r[0-9].csv"), "key.csv", _test, "id")
       for name in READ_MODELS),
