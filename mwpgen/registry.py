@@ -91,11 +91,17 @@ def tuned_model(method: str) -> str:
 
 def max_train(params, name: str, dataset: str) -> int:
     """How many training problems model `name` trains on (0 = the whole training fold): its own cap in
-    `train.<section>.max_train` where it has one, else the dataset's (`experiment.subsample`), else
-    `experiment.max_train`. `params` is a config.Params."""
+    `train.<section>.max_train` where it has one, else the dataset's (`experiment.subsample`, whose
+    `evaluator_max_train` sets the evaluator's apart), else `experiment.max_train`. `params` is a
+    config.Params."""
     family = spec(name).family
     own = {"causal_lm": params.train.generator, "mwp2eq": params.train.evaluator, "ours": params.train.ours}.get(family)
-    return (own.max_train if own is not None else 0) or params.experiment.max_train_of(dataset)
+    if own is not None and own.max_train:
+        return own.max_train
+    subsample = params.experiment.subsample.get(dataset)
+    if family == "mwp2eq" and subsample is not None and subsample.evaluator_max_train is not None:
+        return subsample.evaluator_max_train
+    return params.experiment.max_train_of(dataset)
 
 
 def generator_names() -> tuple[str, ...]:

@@ -69,6 +69,11 @@ class SubsampleParams(Section):
                            "experiment.max_train).")
     max_test: int = Field(0, ge=0, description="Seeded subsample of this dataset's test folds (0 = "
                           "experiment.max_test).")
+    evaluator_max_train: int | None = Field(None, ge=0, description="Training problems of this dataset the "
+                                            "evaluator reads, apart from the generators' max_train (0 = the whole "
+                                            "training fold; unset = max_train): ACC-eq's instrument must read the "
+                                            "dataset (Math23K's evaluator on 900 problems parsed 0.187 of its test "
+                                            "problems).")
 
 
 class ExperimentParams(Section):
