@@ -33,7 +33,8 @@ from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
 from mwpgen.io import write_json
 from mwpgen.judge.choose import check_classes, subsample
-from mwpgen.judge.readings import CHOOSING_SETS, CORPORA, LABELLED_FOLD, LABELS, readings
+from mwpgen.data.folds import test_ids
+from mwpgen.judge.readings import CHOOSING_SETS, CORPORA, LABELLED_FOLD, LABELS, readings, refuse_leaks
 from mwpgen.judge.rule import judged
 from mwpgen.judge.saved import save_no_judge
 from mwpgen.paths import PROJECT_ROOT
@@ -68,6 +69,9 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
     seed = params.experiment.seed
     train = subsample(parts["train"], cfg.max_readings, seed)
     validation = subsample(parts["validation"], cfg.max_readings, seed + 1)
+    # Built on training-fold and validation readings: refused where they are the fold's test problems.
+    refuse_leaks(train + validation, test_ids(PROJECT_ROOT / "data", dataset, fold), "train_judge",
+                 f"{dataset} fold {fold}")
     check_classes(train, "train", [str(LABELS / name) for name in CORPORA])
     check_classes(validation, "validation", sorted({r["source"] for r in parts["validation"]})
                   or [str(LABELS / s) for s in CHOOSING_SETS[1:]])

@@ -198,3 +198,25 @@ def test_corpus_candidates_refuse_a_label_for_a_text_nobody_read(tmp_path):
     path.write_text(lines[0] + lines[1].replace(" ?", " , please ?", 1) + "".join(lines[2:]), encoding="utf-8")
     with pytest.raises(ValueError, match=r"problems\.csv:\d+: uid \w+ was shown to its reader as other"):
         corpus_candidates(tmp_path)
+
+
+def test_the_readings_that_fit_and_choose_are_fold_0_training_problems_and_other_folds_test_problems():
+    """5-fold cross-validation: fold 0's training problems are folds 1-4's test problems. The corpora and validation
+    readings (what the learned judge and the tuned ours are built on) never touch fold 0's test problems, and touch
+    every other fold's, so refuse_leaks lets fold 0 through and stops folds 1-4."""
+    from mwpgen.data.raw import read_arithmetic_folds
+    from mwpgen.judge.readings import CHOOSING_SETS, leaked_problems, readings, refuse_leaks
+
+    mirror = ROOT.parent / "shared" / "data" / "raw" / "arithmetic" / "aggregate"
+    if not mirror.is_dir():
+        pytest.skip(f"no dataset mirror at {mirror}")
+    folds = read_arithmetic_folds(mirror)
+    parts = readings(ROOT, CHOOSING_SETS)
+    built_on = parts["train"] + parts["validation"]
+    assert not leaked_problems(built_on, folds[0])
+    refuse_leaks(built_on, folds[0], "train_judge", "arithmetic fold 0")
+    for k in range(1, 5):
+        assert leaked_problems(built_on, folds[k])
+        with pytest.raises(ValueError, match=rf"tune: \d+ of its readings' problems are test problems of arithmetic "
+                                             rf"fold {k} \(ids \d+"):
+            refuse_leaks(built_on, folds[k], "tune", f"arithmetic fold {k}")

@@ -16,6 +16,7 @@ from prefect.logging import disable_run_logger
 import flows.train_judge as stage
 import tasks.train_judge as task
 from mwpgen.config.schema import validate_params
+from mwpgen.io import write_json
 from mwpgen.judge import choose
 from mwpgen.judge.model import PROMPT, LearnedJudge
 from mwpgen.judge.saved import has_judge
@@ -38,6 +39,7 @@ def parsed(monkeypatch) -> list[Path]:
 @pytest.fixture()
 def project(tmp_path, monkeypatch, parsed):
     texts = write_reading_sets(tmp_path)
+    write_json(tmp_path / "data" / "splits" / "arithmetic.json", {"folds": [["a-test-problem"], [], [], [], []]})
     tiny_model_dir(FoldPaths(tmp_path, None, "arithmetic", 0).evaluator.model_dir, texts + [PROMPT, EQUATION],
                    layers=2)
     monkeypatch.setattr(stage, "PROJECT_ROOT", tmp_path)
@@ -130,6 +132,19 @@ def test_fine_tuning_trains_one_judge_per_seed_and_keeps_the_best_on_validation(
     assert set(result["seed_auc"]) == {"3", "4"}
     assert result["seed"] in (3, 4) and result["seed_auc"][str(result["seed"])] == max(result["seed_auc"].values())
     assert LearnedJudge.load(FoldPaths(project, None, "arithmetic", 0).judge).info.trained_layers == 1
+
+
+def test_a_judge_is_not_built_on_readings_of_the_folds_test_problems(project):
+    """5-fold cross-validation: readings written for a fold's test problems (here every train-part group is made a
+    test problem) may neither fit nor choose the judge scored on that fold."""
+    from mwpgen.judge.readings import CHOOSING_SETS, readings
+
+    groups = sorted({r["group"] for r in readings(project, CHOOSING_SETS)["train"]})
+    write_json(project / "data" / "splits" / "arithmetic.json", {"folds": [groups, [], [], [], []]})
+    with pytest.raises(ValueError, match=r"train_judge: \d+ of its readings' problems are test problems of "
+                                         r"arithmetic fold 0"):
+        _run({})
+    assert not (project / "models" / "judge" / "arithmetic" / "fold0" / "judge.json").exists()
 
 
 def test_a_fold_without_readings_gets_no_judge_and_says_why(project):

@@ -61,6 +61,14 @@ def validation_slice(train: list[dict], n: int, seed: str) -> tuple[list[dict], 
     return sorted(chosen, key=lambda r: id_sort_key(r["id"])), rest
 
 
+def test_ids(data_dir: str | Path, dataset: str, fold: int) -> list[str]:
+    """Every test problem id of (dataset, fold), before any subsample (data/splits)."""
+    folds = read_json(Path(data_dir) / "splits" / f"{dataset}.json")["folds"]
+    if not 0 <= fold < len(folds):
+        raise ValueError(f"{dataset}: fold {fold} does not exist; data/splits/{dataset}.json has {len(folds)} folds")
+    return [str(i) for i in folds[fold]]
+
+
 def load_fold(data_dir: str | Path, dataset: str, fold: int, max_train: int = 0, max_test: int = 0,
               seed: int = 0, validation_size: int = 0) -> Fold:
     data_dir = Path(data_dir)

@@ -35,7 +35,7 @@ import csv
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 LABELS = Path("data") / "labels"
 PARTS = ("train", "validation", "test")
@@ -178,6 +178,22 @@ def readings(root: Path, sets: tuple[str, ...] | None = None,
                 on_conflict(f"{first['where']} and {r['where']}: one {part} text read {first['label']} and "
                             f"{r['label']} ({r['equation']} | {r['problem'][:60]}); the first is kept")
     return out
+
+
+def leaked_problems(rows: Sequence[dict], test_ids: Iterable[str]) -> list[str]:
+    """The test problems of a fold that readings in `rows` were written for (their `group`s), sorted. In 5-fold
+    cross-validation one fold's training problems are the other folds' test problems: a judge fitted or chosen, or a
+    generator tuned, on readings of fold 0's training equations must not be scored on folds 1-4."""
+    return sorted({str(r["group"]) for r in rows} & {str(i) for i in test_ids}, key=lambda i: (len(i), i))
+
+
+def refuse_leaks(rows: Sequence[dict], test_ids: Iterable[str], what: str, fold: str) -> None:
+    """One error when `rows` (readings that fit, choose or tune `what`) were written for test problems of `fold`."""
+    leaked = leaked_problems(rows, test_ids)
+    if leaked:
+        raise ValueError(f"{what}: {len(leaked)} of its readings' problems are test problems of {fold} (ids "
+                         f"{', '.join(leaked[:5])}{', ...' if len(leaked) > 5 else ''}); nothing fitted, chosen or "
+                         "tuned on them may be scored there")
 
 
 def files(root: Path, sets: tuple[str, ...] | None = None) -> list[Path]:
