@@ -16,7 +16,7 @@ import torch
 from conftest import free_port
 
 from mwpgen.lm.distributed import rank_examples
-from mwpgen.loop import seeded_batches
+from mwpgen.batching import seeded_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLD = 2
