@@ -71,7 +71,7 @@ def main() -> None:
                                      validation=val, eval_every=5, max_steps=0, grad_accum=1, patience=0,
                                      save_every=10**6, length_grouped=grouped)
             runs[name] = {"wall_s": round(time.perf_counter() - start, 1), "precision": result["precision"],
-                          "val_loss": [(v["step"], round(v["val_loss"], 4)) for v in result["val"]],
+                          "val_loss": [(v["step"], round(v["val_loss"], 4)) for v in result["validations"]],
                           **padding(tok, train, args.batch, seed, grouped)}
             print(name, json.dumps(runs[name]), flush=True)
             del model

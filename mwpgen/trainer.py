@@ -34,12 +34,13 @@ from mwpgen.resume import Checkpoints
 @dataclass(frozen=True)
 class StepResult:
     """What one step did: `stats` (its losses by name, "train_loss" among them) go into the history; `epoch` is the
-    epoch it belonged to and `epoch_ended` whether it was that epoch's last; `lr` is shown in the log."""
+    epoch it belonged to and `epoch_ended` whether it was that epoch's last; `learning_rate`, the one it used, is
+    shown in the log."""
 
     stats: Mapping[str, float]
     epoch: int
     epoch_ended: bool = False
-    lr: float | None = None
+    learning_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -130,14 +131,14 @@ class Trainer:
             result = step(self.step)
             self.history.append({"step": self.step, **tags, "epoch": result.epoch, **result.stats,
                                  "step_s": time.perf_counter() - began})
-            self.log.end_step(self.step, end, result.epoch, tags, result.lr)
+            self.log.end_step(self.step, end, result.epoch, tags, result.learning_rate)
             if validate is not None and schedule.due(self.step, end, result.epoch_ended):
                 self._validate(validate, stopping, result.epoch, tags)
             stopped = stopping.out_of_patience and self.step < end
             ran = self.step
             if stopped or self.step == end:
                 if self.log.is_open:
-                    self.log.close(self.step, result.epoch, tags, result.lr)
+                    self.log.close(self.step, result.epoch, tags, result.learning_rate)
                 self._finish_span(stopping, tags, stopped)
                 self.step = end
                 if save_at_end and self.checkpoints.kept:

@@ -16,6 +16,9 @@ parse accuracy on the validation slice, whose loss keeps falling after its parse
 way round), the best score (ties: the lower loss) chooses the weights and drives the patience instead; the loss is
 still measured and recorded.
 
+The loop, its validation schedule, early stopping, log window and resumable state are mwpgen/trainer.py's; this
+module supplies the step and the validation.
+
 Resume: with `resume_dir`, every `save_every` steps the whole state -- model and optimizer (and loss-scaler)
 states, step, the best weights so far and their loss, the patience count, the torch RNG states, the loss and
 validation histories and the open log window -- is written atomically to `resume_dir/state.pt` (plain tensors
@@ -137,9 +140,10 @@ def train_causal_lm(
     its value is in each record as "val_score". `length_grouped`: batches of similar lengths (`seeded_batches`:
     less padding computed); False: the plain seeded order (what the data-parallel sharding reproduces).
 
-    Returns {"losses": per-step losses, "log": on_log records, "val": on_eval records, "steps", "tokens",
-    "wall_time_s", "checkpoint_dir", "best_step", "best_val_loss", "best_val_score", "stopped_early", "resumed_from",
-    "precision"}.
+    Returns the Trainer's summary (mwpgen/trainer.py: "steps", "best_step", "best_val_loss", "best_val_score",
+    "final_train_loss", "stopped_early", "resumed_from", "history" of per-step "train_loss", "validations" (the
+    on_eval records), "log" (the on_log records), "timing" with "tokens_per_s") and "tokens", "checkpoint_dir",
+    "precision".
     """
     device = torch.device(device)
     torch.manual_seed(seed)

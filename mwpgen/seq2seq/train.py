@@ -191,8 +191,9 @@ def train_seq2seq(
     epoch's end) and at the last step; the weights with the lowest one are the ones kept, and training stops after
     `patience` measurements without a new best (0: never early). With `resume_dir`, the full training state is
     written there every `save_every` steps and a killed run resumes from it (mwpgen/resume.py).
-    Returns {"losses": per-step NLL per token, "val": [(step, NLL)], "best_step", "best_val_loss",
-    "stopped_early", "log", "steps", "epochs", "tokens", "wall_time_s", "checkpoint_dir"}."""
+    Returns the Trainer's summary (mwpgen/trainer.py: "steps", "best_step", "best_val_loss", "final_train_loss",
+    "stopped_early", "history" of per-step "train_loss" (NLL per target token), "validations", "log", "timing" with
+    "tokens_per_s"), the settings, "epochs", "tokens" and "checkpoint_dir"."""
     if checkpoint_dir is not None and vocabs is None:
         raise ValueError("saving a checkpoint needs vocabs=(src_vocab, tgt_vocab)")
     if normalization not in ("sents", "tokens"):
