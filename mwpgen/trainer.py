@@ -81,11 +81,13 @@ class Trainer:
     log: LogWindow
     on_validation: Callable[[dict], None] | None = None
     on_step: Callable[[int], None] | None = None
-    step: int = 0
-    history: list[dict] = field(default_factory=list)
-    validations: list[dict] = field(default_factory=list)
-    spans: list[dict] = field(default_factory=list)  # each finished span's choice (SpanChoice's fields)
-    resumed_from: int = 0
+    # Where the run is, and what it recorded (all part of its state): the last step run, each step's record, each
+    # validation's, each finished span's tags with its choice (best_step, best_val_loss, best_val_score, stopped_at).
+    step: int = field(default=0, init=False)
+    history: list[dict] = field(default_factory=list, init=False)
+    validations: list[dict] = field(default_factory=list, init=False)
+    spans: list[dict] = field(default_factory=list, init=False)
+    resumed_from: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self._wall_before, self._started = 0.0, time.perf_counter()
@@ -135,7 +137,7 @@ class Trainer:
             if validate is not None and schedule.due(self.step, end, result.epoch_ended):
                 self._validate(validate, stopping, result.epoch, tags)
             stopped = stopping.out_of_patience and self.step < end
-            ran = self.step
+            ran = self.step  # a span that stops early still ends at `end`: the next span starts there
             if stopped or self.step == end:
                 if self.log.is_open:
                     self.log.close(self.step, result.epoch, tags, result.learning_rate)

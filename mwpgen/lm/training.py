@@ -140,6 +140,8 @@ def train_causal_lm(
     its value is in each record as "val_score". `length_grouped`: batches of similar lengths (`seeded_batches`:
     less padding computed); False: the plain seeded order (what the data-parallel sharding reproduces).
 
+    One function read top to bottom (set-up, the step, the validation, the loop, the save), as nanoGPT's train.py:
+    its length is its signature and this docstring; the loop's bookkeeping is the Trainer's.
     Returns the Trainer's summary (mwpgen/trainer.py: "steps", "best_step", "best_val_loss", "best_val_score",
     "final_train_loss", "stopped_early", "resumed_from", "history" of per-step "train_loss", "validations" (the
     on_eval records), "log" (the on_log records), "timing" with "tokens_per_s") and "tokens", "checkpoint_dir",

@@ -1,4 +1,5 @@
-"""The training loop of "ours": phase 1 then phase 2 (steps.py), resumable from its last checkpoint.
+"""Training "ours": phase 1 then phase 2 (steps.py), two spans of the one training loop (mwpgen/trainer.py), which
+saves the state at phase 1's end, measures phase 2's starting point and then readies the parser (measure_parser).
 
 The whole run is one sequence of global steps: phase 1 takes steps [0, S1), phase 2 [S1, S1 + S2). Step g's
 batch is a pure function of (seed, phase, epoch, position), so the data position is just g. Every

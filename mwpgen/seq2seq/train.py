@@ -191,6 +191,8 @@ def train_seq2seq(
     epoch's end) and at the last step; the weights with the lowest one are the ones kept, and training stops after
     `patience` measurements without a new best (0: never early). With `resume_dir`, the full training state is
     written there every `save_every` steps and a killed run resumes from it (mwpgen/resume.py).
+    One function read top to bottom (set-up, the step, the loop, the save), as nanoGPT's train.py: its length is
+    its signature and this docstring; the loop's bookkeeping is the Trainer's.
     Returns the Trainer's summary (mwpgen/trainer.py: "steps", "best_step", "best_val_loss", "final_train_loss",
     "stopped_early", "history" of per-step "train_loss" (NLL per target token), "validations", "log", "timing" with
     "tokens_per_s"), the settings, "epochs", "tokens" and "checkpoint_dir"."""
