@@ -187,8 +187,8 @@ def tune_generator(generator, tokenizer, method: str, data: Sequence, *, epochs:
                                      max_problem_tokens=max_problem_tokens, precision=str(autocast_dtype),
                                      extra=fingerprint_extra or {})
     log = LogWindow(log_every, len(schedule), on_log)
-    trainer = Trainer(Checkpoints(resume_dir, fingerprint, save_every), {"generator": generator, "optimizer": optimizer},
-                      log, on_step=on_step)
+    resumable = {"generator": generator, "optimizer": optimizer}
+    trainer = Trainer(Checkpoints(resume_dir, fingerprint, save_every), resumable, log, on_step=on_step)
 
     def tune_one(step: int) -> StepResult:
         epoch, idx = schedule[step - 1]

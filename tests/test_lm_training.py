@@ -155,7 +155,8 @@ def test_early_stopping_keeps_the_best_weights(tiny_dir, tmp_path):
     assert result["stopped_early"] and result["steps"] < 30 * 4
     vals = [r["val_loss"] for r in result["validations"]]
     assert result["best_val_loss"] == min(vals) and vals[-3:] and min(vals[-3:]) > result["best_val_loss"]
-    assert result["validations"][-1]["step"] == result["steps"] == result["log"][-1]["step"]  # the last window is logged
+    last = result["validations"][-1]["step"]
+    assert last == result["steps"] == result["log"][-1]["step"]  # the last window is logged
     batches = validation_batches(tok, contrary, 2, 64)
     assert validation_loss(model, batches) == result["best_val_loss"]  # the model in hand is the best one
     saved, _ = load_model_and_tokenizer(str(out), Path("unused"))

@@ -122,6 +122,7 @@ def train_causal_lm_distributed(
                       rank_tokens=result["tokens"], tokens=int(_all_sum([result["tokens"]], device)[0]),
                       log=[_global_record(r, device) for r in result["log"]],  # a resumed run's too
                       rank=rank, world_size=world_size)
+        result["timing"] |= {"tokens_per_s": result["tokens"] / max(result["timing"]["wall_s"], 1e-9)}
         if rank == 0 and resume_dir is not None:
             resume.remove(resume_dir)  # the per-rank folders are gone (after the all-reduce above): drop their parent
         return result

@@ -89,7 +89,8 @@ class EpochBatches:
     def of(self, phase: int, epoch: int) -> tuple[list, list]:
         if self._key != (phase, epoch):
             self._key, self._value = None, None
-            encoded = [encode_joint(self.tokenizer, ex, self.cfg.max_problem_tokens) for ex in self.examples(phase, epoch)]
+            encoded = [encode_joint(self.tokenizer, ex, self.cfg.max_problem_tokens)
+                       for ex in self.examples(phase, epoch)]
             # Length-grouped by the generator row's varying part (the context slot has a fixed width).
             lengths = [len(e.prefix) + len(e.problem.ids) for e in encoded]
             orders = [seeded_batches(self.n, self.cfg.batch_size, self.seed, phase * 1_009 + epoch + 100_003 * p,
