@@ -6,7 +6,7 @@ the two train the same (validation loss curves of the real trainer from the same
 
 `train_causal_lm` (the pipeline's trainer, bf16 autocast where the CPU supports it) runs four times from the same
 weights on the same real "problem -> equation" examples (bench_precision.curve_examples: data/processed when
-present, else synthetic): plain order with seeds 0 and 1, length-grouped (`mwpgen.loop.seeded_batches` with
+present, else synthetic): plain order with seeds 0 and 1, length-grouped (`mwpgen.batching.seeded_batches` with
 lengths) with seeds 0 and 1, in the order plain 0, grouped 0, plain 1, grouped 1 so that load drift hits both kinds.
 Each run is one epoch of `--steps` batches; the validation loss on `--val` held-out examples every 5 steps.
 
@@ -28,7 +28,7 @@ from benchmarks.machine import describe
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import encode_example
 from mwpgen.lm.training import train_causal_lm
-from mwpgen.loop import seeded_batches
+from mwpgen.batching import seeded_batches
 from mwpgen.runtime import cpu_supports_bf16
 from tests.tiny_model import tiny_model_dir
 
@@ -71,7 +71,7 @@ def main() -> None:
                                      validation=val, eval_every=5, max_steps=0, grad_accum=1, patience=0,
                                      save_every=10**6, length_grouped=grouped)
             runs[name] = {"wall_s": round(time.perf_counter() - start, 1), "precision": result["precision"],
-                          "val_loss": [(v["step"], round(v["val_loss"], 4)) for v in result["val"]],
+                          "val_loss": [(v["step"], round(v["val_loss"], 4)) for v in result["validations"]],
                           **padding(tok, train, args.batch, seed, grouped)}
             print(name, json.dumps(runs[name]), flush=True)
             del model

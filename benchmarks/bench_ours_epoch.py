@@ -146,7 +146,7 @@ def main() -> None:
         "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
         "precision": "bf16 autocast" if amp else "fp32", "torch": torch.__version__,
         "settings": {k: str(v) for k, v in vars(args).items()}, "load_s": load_s,
-        "train_wall_s": result["wall_time_s"],
+        "train_wall_s": result["timing"]["wall_s"],
         "phase1": phase_summary(result["history"], 1, steps_per_epoch, args.warmup_steps),
         "phase2": phase_summary(result["history"], 2, steps_per_epoch, args.warmup_steps),
         "peak_gpu_mem_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None,

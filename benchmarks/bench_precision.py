@@ -104,11 +104,11 @@ def compare_curves(spec: str, args, device) -> dict:
         del model
     return {"source": source, "batch": args.curve_batch, "lr": args.curve_lr, "n_val": len(val),
             "precision": {k: r["precision"] for k, r in runs.items()},
-            "train_loss": {k: r["losses"] for k, r in runs.items()},
-            "val_loss": {k: [(v["step"], v["val_loss"]) for v in r["val"]] for k, r in runs.items()},
+            "train_loss": {k: [h["train_loss"] for h in r["history"]] for k, r in runs.items()},
+            "val_loss": {k: [(v["step"], v["val_loss"]) for v in r["validations"]] for k, r in runs.items()},
             "wall_s": {k: round(r["wall"], 1) for k, r in runs.items()},
-            **agreement(runs["fp32"]["losses"], runs["bf16"]["losses"],
-                        [v["val_loss"] for v in runs["fp32"]["val"]], [v["val_loss"] for v in runs["bf16"]["val"]])}
+            **agreement(*([h["train_loss"] for h in runs[k]["history"]] for k in ("fp32", "bf16")),
+                        *([v["val_loss"] for v in runs[k]["validations"]] for k in ("fp32", "bf16")))}
 
 
 def agreement(fp32: list[float], bf16: list[float], val_fp32: list[float], val_bf16: list[float],

@@ -107,18 +107,6 @@ def fold_keywords(paths: FoldPaths, context: str, split: str) -> dict[str, list[
     return {r["id"]: r[context] for r in read_jsonl(paths.keywords) if r["split"] == split}
 
 
-def loss_curve_csv(losses: list[float], val: list[dict] | None = None) -> str:
-    """A `step,loss` training curve (plots/train, `dvc plots show`); with `val` (records {step, val_loss}) a
-    `step,loss,val_loss` one, val_loss empty where it was not measured (and loss empty at step 0, before training)."""
-    if val is None:
-        return "\n".join(["step,loss"] + [f"{i},{loss:.6f}" for i, loss in enumerate(losses, start=1)]) + "\n"
-    val_at = {r["step"]: r["val_loss"] for r in val}
-    steps = sorted(set(range(1, len(losses) + 1)) | set(val_at))
-    cell = lambda x: "" if x is None else f"{x:.6f}"
-    return "\n".join(["step,loss,val_loss"] + [f"{s},{cell(losses[s - 1] if 1 <= s <= len(losses) else None)},"
-                                               f"{cell(val_at.get(s))}" for s in steps]) + "\n"
-
-
 def record_training(run, paths: FoldPaths, metrics: dict, curve_csv: str) -> None:
     """A training stage's outputs: its curve (plots/train) and metrics file (metrics/train), both logged to the
     MLflow run with the numeric metrics."""

@@ -65,14 +65,15 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict], other_profiles
              f"- context: {params.keywords.baseline_context} keywords for the baselines (dropout "
              f"{params.keywords.dropout} in training); LM decoding: {params.generate.decoding}, max "
              f"{params.generate.max_new_tokens} new tokens", "",
-             "| run | training examples | steps | final loss | wall (s) |", "|---|---|---|---|---|"]
+             "| run | training examples | steps | final training loss | wall (s) |", "|---|---|---|---|---|"]
     for name, m in sorted(train_metrics.items()):
         if m.get("not_run"):
             lines.append(f"| {name} | | | | not run: {m['not_run']} |")
             continue
-        final = m.get("final_loss", m.get("phase2_lm"))
+        final = m.get("final_train_loss")
         loss = f"{final:.3f}" if final is not None else ""
-        lines.append(f"| {name} | {m.get('n_train', '')} | {m.get('steps', '')} | {loss} | {m.get('wall_s', '')} |")
+        wall = m.get("timing", {}).get("wall_s", "")
+        lines.append(f"| {name} | {m.get('n_train', '')} | {m.get('steps', '')} | {loss} | {wall} |")
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ each epoch's end, the saved model is the one of lowest validation loss (the eval
 accuracy on the slice, `train.evaluator.checkpoint_by`), and `patience` evaluations without improvement stop the
 run (`epochs` stays the cap). A killed run resumes from its state in checkpoints/
 (FoldPaths.resume_dir), deleted once the model is saved. Curves: MLflow `train_loss` / `val_loss` (/ `val_score`) by step and
-plots/train (step,loss,val_loss).
+plots/train (step,train_loss,val_loss); metrics by the names every trainer shares (mwpgen/training_metrics.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import (DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit,
-                          record_training, run_stage, stage_args)
+from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
@@ -31,6 +30,7 @@ from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_eq
 from mwpgen.io import write_jsonl
 from mwpgen.lm.training import parse_accuracy
 from mwpgen.lm.prompts import generator_epochs, generator_example, mwp2eq_examples
+from mwpgen.training_metrics import curve_csv, log_metrics, training_metrics
 from tasks.fine_tune import fine_tune
 from tasks.parse import predict_equations
 from tracking.runs import fold_run
@@ -72,20 +72,16 @@ def train(params: Params, model: str, dataset: str, fold: int, data_parallel: bo
         log.info("training %s on %s fold %d: %d examples, %d validation", model, dataset, fold, len(data.train),
                  len(validation))
         result = fine_tune(params, cfg, spec.pretrained, examples, paths.model_dir,
-                           on_log=lambda rec: run.metrics({"train_loss": rec["loss"],
-                                                           "tokens_per_s": rec["tokens_per_s"]}, step=rec["step"]),
+                           on_log=lambda rec: run.metrics(log_metrics(rec), step=rec["step"]),
                            validation=validation, resume_dir=paths.resume_dir,
                            on_eval=lambda rec: run.metrics({k: rec[k] for k in ("val_loss", "val_score") if k in rec},
                                                            step=rec["step"]),
                            val_score=val_score, data_parallel=data_parallel)
-        metrics = {"steps": result["steps"], "final_loss": result["losses"][-1] if result["losses"] else None,
-                   "best_step": result["best_step"], "best_val_loss": result["best_val_loss"],
-                   "best_val_parse_accuracy": result["best_val_score"],
-                   "stopped_early": result["stopped_early"], "evaluations": len(result["val"]),
-                   "precision": result["precision"], "resumed_from": result["resumed_from"],
-                   "wall_s": round(result["wall_time_s"], 1), "tokens": result["tokens"],
-                   "tokens_per_s": round(result["tokens"] / max(result["wall_time_s"], 1e-9), 1),
-                   "n_train": len(data.train), "n_validation": len(data.validation)}
+        metrics = training_metrics(
+            result, {"best_val_parse_accuracy": result["best_val_score"], "evaluations": len(result["validations"]),
+                     "precision": result["precision"], "tokens": result["tokens"], "n_train": len(data.train),
+                     "n_validation": len(data.validation)},
+            {"tokens_per_s": round(result["timing"]["tokens_per_s"], 1)})
         if is_evaluator:
             start = time.time()
             predicted = predict_equations(params, paths.model_dir, [r["text"] for r in data.test])
@@ -98,7 +94,7 @@ def train(params: Params, model: str, dataset: str, fold: int, data_parallel: bo
             metrics["chance_acc_eq"] = acc_eq([chance] * len(references), references)
             metrics["chance_acc_eq_equivalent"] = acc_eq([chance] * len(references), references, equivalent_too=True)
             metrics["n_test"] = len(data.test)
-            metrics["parse_wall_s"] = round(time.time() - start, 1)
+            metrics["timing"]["parse_wall_s"] = round(time.time() - start, 1)
             write_jsonl(paths.oracle, [{"id": r["id"], "text": r["text"], "equation": r["equation"], "parsed": p,
                                         "correct": equation_symbols(p) == equation_symbols(r["equation"]),
                                         "equivalent": equivalent(p, r["equation"])}
@@ -107,7 +103,7 @@ def train(params: Params, model: str, dataset: str, fold: int, data_parallel: bo
             log.info("oracle ACC-eq on %d real test problems: %.3f exact, %.3f equivalent (chance: %.3f, %s)",
                      len(data.test), metrics["oracle_acc_eq"], metrics["oracle_acc_eq_equivalent"],
                      metrics["chance_acc_eq"], chance)
-        record_training(run, paths, metrics, loss_curve_csv(result["losses"], result["val"] if validation else None))
+        record_training(run, paths, metrics, curve_csv(result["history"], result["validations"]))
     return metrics
 
 

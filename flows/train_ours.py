@@ -20,10 +20,12 @@ from mwpgen.data.folds import load_fold
 from mwpgen.ours.ablation import variant_params
 from mwpgen.ours.inputs import JointExample, epoch_examples
 from mwpgen.ours.training import LOSS_KEYS, phase_summary
+from mwpgen.training_metrics import curve_csv, log_metrics, training_metrics
 from tasks.train_ours import train_ours_bundle
 from tracking.runs import fold_run
 
-CURVE_COLUMNS = ("step", "lm", "phase", "eq", "kl", "mwp2eq", "selected_frac", "written_tokens", "val_loss")
+# Ours' own curve columns, after the shared step,train_loss,val_loss (mwpgen/training_metrics.py).
+CURVE_COLUMNS = ("phase", "objective", "eq", "kl", "mwp2eq", "selected_frac", "written_tokens")
 
 
 def evaluator_parse_accuracy(paths) -> float:
@@ -64,34 +66,28 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
                       for r in data.validation]  # their whole keyword lists: no dropout when measuring
         result = train_ours_bundle(
             params, cfg, epoch_examples(data.train, keywords, params.keywords.dropout, exp.seed), paths,
-            on_log=lambda rec: run.metrics({f"train_{k}": v for k, v in rec.items() if k not in ("step", "epoch")},
-                                           step=rec["step"]), validation=validation,
+            on_log=lambda rec: run.metrics(log_metrics(rec), step=rec["step"]), validation=validation,
             selector_keywords=[tfidf[r["id"]] for r in data.train] if warm_start else None,
             mwp2eq_target=mwp2eq_target)
-        for v in result["val"]:
+        for v in result["validations"]:
             run.metrics({"val_loss": v["val_loss"]}, step=v["step"])
-        history = result["history"]
         s1, s2 = result["steps_run"]  # fewer than scheduled where a phase stopped early
-        metrics = {"steps": s1 + s2, "phase1_steps": s1, "phase2_steps": s2, "scheduled_steps": list(result["steps"]), "n_train": len(data.train),
-                   "wall_s": round(result["wall_time_s"], 1), "resumed_from": result["resumed_from"],
-                   "device": result["device"], "n_validation": len(data.validation),
-                   "best_steps": result["best_steps"],
-                   "stopped_early": sorted(h["stopped_phase"] for h in history if "stopped_phase" in h),
-                   "mwp2eq_val_accuracy": result["mwp2eq_val_accuracy"], "mwp2eq_gate": result["mwp2eq_gate"],
-                   "selector_warm_start": result["selector_warm_start"]}
+        extra = {"phase1_steps": s1, "phase2_steps": s2, "scheduled_steps": list(result["scheduled_steps"]),
+                 "n_train": len(data.train), "n_validation": len(data.validation), "device": result["device"],
+                 "best_steps": result["best_steps"],
+                 "stopped_phase": next((span["phase"] for span in result["spans"] if span["stopped_at"]), None),
+                 "mwp2eq_val_accuracy": result["mwp2eq_val_accuracy"], "mwp2eq_gate": result["mwp2eq_gate"],
+                 "selector_warm_start": result["selector_warm_start"]}
+        timing = {}
         for phase in (1, 2):
-            summary = phase_summary(history, phase, math.ceil(len(data.train) / cfg.batch_size),
+            summary = phase_summary(result["history"], phase, math.ceil(len(data.train) / cfg.batch_size),
                                     params.train.log_every)
             if summary:
-                metrics[f"phase{phase}_step_s"] = round(summary["step_s"], 3)
-                metrics[f"phase{phase}_min_per_epoch"] = round(summary["min_per_epoch"], 2)
-                metrics.update({f"phase{phase}_{k}": round(summary[k], 4) for k in LOSS_KEYS if k in summary})
-        val_at = {v["step"]: v["val_loss"] for v in result["val"]}
-        rows = [h | ({"val_loss": val_at[h["step"]]} if h["step"] in val_at else {}) for h in history]
-        lines = [",".join(CURVE_COLUMNS)] + [
-            ",".join(f"{h[k]:.6f}" if isinstance(h.get(k), float) else str(h.get(k, "")) for k in CURVE_COLUMNS)
-            for h in rows]
-        record_training(run, paths, metrics, "\n".join(lines) + "\n")
+                timing[f"phase{phase}_step_s"] = round(summary["step_s"], 3)
+                timing[f"phase{phase}_min_per_epoch"] = round(summary["min_per_epoch"], 2)
+                extra.update({f"phase{phase}_{k}": round(summary[k], 4) for k in LOSS_KEYS if k in summary})
+        metrics = training_metrics(result, extra, timing)
+        record_training(run, paths, metrics, curve_csv(result["history"], result["validations"], CURVE_COLUMNS))
     return metrics
 
 

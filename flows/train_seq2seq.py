@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import (DATA, fold_keywords, fold_paths, loss_curve_csv, params_or_exit,
-                          record_training, run_stage, stage_args)
+from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.io import atomic_write_text, write_json
 from mwpgen.seq2seq.not_run import NOT_RUN_FILE, write_not_run
+from mwpgen.training_metrics import curve_csv, log_metrics, training_metrics
 from tasks.train_seq2seq import train_seq2seq_baseline
 from tracking.runs import fold_run
 
@@ -43,42 +43,37 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
         log.info("training %s on %s fold %d: %d examples", model, dataset, fold, len(data.train))
         result = train_seq2seq_baseline(
             params, model, dataset, data.train, keywords, paths, data.validation,
-            on_log=lambda rec: run.metrics({"train_loss": rec["loss"], "tokens_per_s": rec["tokens_per_s"]},
-                                           step=rec["step"]))
+            on_log=lambda rec: run.metrics(log_metrics(rec), step=rec["step"]))
         if result["not_run"]:
             log.warning("%s on %s fold %d NOT RUN: %s", model, dataset, fold, result["not_run"])
             write_not_run(checkpoint, result["not_run"])
             write_json(out, {"not_run": result["not_run"]})
-            atomic_write_text(paths.train_curve, loss_curve_csv([]))  # DVC's output
+            atomic_write_text(paths.train_curve, curve_csv([], []))  # DVC's output
             run.tag("mwpgen.not_run", result["not_run"][:5000])
             run.artifact(checkpoint / NOT_RUN_FILE)
             run.artifact(out)
             return {"not_run": result["not_run"]}
         train = result["train"]
         setup = result["setup"]
-        metrics = {"steps": train["steps"], "final_loss": train["final_loss"], "wall_s": round(train["wall_time_s"], 1),
-                   "tokens": train["tokens"], "tokens_per_s": round(train["tokens"] / max(train["wall_time_s"], 1e-9), 1),
-                   "s_per_step": round(train["wall_time_s"] / max(train["steps"], 1), 4), "epochs": train["epochs"],
-                   "n_train": result["n_train"], "src_vocab_size": result["src_vocab_size"],
-                   "tgt_vocab_size": result["tgt_vocab_size"],
-                   "n_params": result["n_params"], "n_validation": len(data.validation),
-                   "best_step": train["best_step"], "best_val_loss": train["best_val_loss"],
-                   "stopped_early": train["stopped_early"],
-                   "model": {k: v for k, v in setup["model"].items() if k not in ("src_vocab_size", "tgt_vocab_size")},
-                   "train": setup["train"]}
+        metrics = training_metrics(
+            train, {"epochs": train["epochs"], "tokens": train["tokens"], "n_train": result["n_train"],
+                    "n_validation": len(data.validation), "src_vocab_size": result["src_vocab_size"],
+                    "tgt_vocab_size": result["tgt_vocab_size"], "n_params": result["n_params"],
+                    "model": {k: v for k, v in setup["model"].items() if k not in ("src_vocab_size", "tgt_vocab_size")},
+                    "train": setup["train"]},
+            {"tokens_per_s": round(train["timing"]["tokens_per_s"], 1)})
         if result["glove"] is not None:
             metrics["glove"] = result["glove"]
         run.params({f"run.model.{k}": v for k, v in metrics["model"].items()}
                    | {f"run.train.{k}": v for k, v in metrics["train"].items()})
-        record_training(run, paths, metrics, loss_curve_csv(train["losses"],
-                                                           [{"step": s, "val_loss": v} for s, v in train["val"]]))
-        for s, v in train["val"]:
-            run.metrics({"val_loss": v}, step=s)
+        record_training(run, paths, metrics, curve_csv(train["history"], train["validations"]))
+        for v in train["validations"]:
+            run.metrics({"val_loss": v["val_loss"]}, step=v["step"])
         if result["glove"] is not None:
             run.metrics({f"glove_{k}": v for k, v in result["glove"].items() if isinstance(v, (int, float))})
         run.artifact(checkpoint / "config.json", "checkpoint")
-    log.info("%s on %s fold %d: %d steps in %.1f s, final loss %.3f", model, dataset, fold, metrics["steps"],
-             metrics["wall_s"], metrics["final_loss"])
+    log.info("%s on %s fold %d: %d steps in %.1f s, final training loss %.3f", model, dataset, fold, metrics["steps"],
+             metrics["timing"]["wall_s"], metrics["final_train_loss"])
     return metrics
 
 

@@ -5,6 +5,9 @@ The readings are those of the corpora `tuning.corpora` names (data/labels/corpus
 candidates written for Arithmetic fold 0's training equations, read blind, so no validation or test label ever
 tunes. The selector and the co-trained mwp2eq are ours' own, unchanged.
 
+A killed tuning resumes from its state in checkpoints/ (FoldPaths.resume_dir), deleted once the tuned bundle is
+saved. There is no validation slice (every reading is of a training equation), so tuning runs its whole schedule.
+
 The default run tunes by RFT (params.yaml: tuning.methods); DPO too: dvc exp run -S 'tuning.methods=[rft,dpo]'
 """
 
@@ -20,6 +23,7 @@ from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.judge.readings import tuning_candidates
 from mwpgen.paths import PROJECT_ROOT
+from mwpgen.training_metrics import curve_csv, log_metrics, training_metrics
 from tasks.tune import tune_ours_bundle
 from tracking.runs import fold_run
 
@@ -52,20 +56,17 @@ def tune(params: Params, method: str, dataset: str, fold: int) -> dict:
                  len(readings), sum(r["label"] for r in readings), ", ".join(cfg.corpora),
                  ", ".join(cfg.candidates_from))
         result = tune_ours_bundle(params, method, base.model_dir, paths.model_dir, readings, data.train,
-                                  on_log=lambda rec: run.metrics({f"tune_{k}": v for k, v in rec.items()
-                                                                  if k != "step"}, step=rec["step"]))
+                                  resume_dir=paths.resume_dir,
+                                  on_log=lambda rec: run.metrics(log_metrics(rec), step=rec["step"]))
         history = result["history"]
-        keys = [k for k in history[0] if k not in ("step", "epoch")]
-        # n_train and final_loss: the names the report's "what was run" reads for every trained model.
-        metrics = {"method": method, "steps": result["steps"], "wall_s": round(result["wall_s"], 1),
-                   "n_train": result["n"], "final_loss": round(history[-1]["loss"], 4),
-                   "distinct_candidates": result["readings"], "readings_not_training": len(outside),
-                   "device": result["device"],
-                   **{k: result[k] for k in ("right_candidates", "mixed_in", "pairs") if k in result},
-                   **{f"last10_{k}": round(sum(h[k] for h in history[-10:]) / len(history[-10:]), 4) for k in keys}}
-        lines = [",".join(["step", "epoch", *keys])] + [
-            ",".join([str(h["step"]), str(h["epoch"]), *(f"{h[k]:.6f}" for k in keys)]) for h in history]
-        record_training(run, paths, metrics, "\n".join(lines) + "\n")
+        own = [k for k in history[0] if k not in ("step", "epoch", "train_loss", "step_s")]  # dpo: margin, accuracy
+        metrics = training_metrics(result, {
+            "method": method, "n_train": result["n"], "distinct_candidates": result["readings"],
+            "readings_not_training": len(outside), "device": result["device"],
+            **{k: result[k] for k in ("right_candidates", "mixed_in", "pairs") if k in result},
+            **{f"last10_{k}": round(sum(h[k] for h in history[-10:]) / len(history[-10:]), 4)
+               for k in ("train_loss", *own)}})
+        record_training(run, paths, metrics, curve_csv(history, [], ("epoch", *own)))
     generate(params, model, dataset, fold)
     return {"train": metrics, "scores": evaluate(params, model, dataset, fold)}
 

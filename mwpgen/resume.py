@@ -13,12 +13,16 @@ import hashlib
 import json
 import os
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 STATE_FILE = "state.pt"
+# The layout of a state (mwpgen/trainer.py writes it): part of every state's fingerprint, so a state of an older
+# layout is refused by name (ResumeMismatch) rather than misread.
+STATE_LAYOUT = "trainer-1"
 
 
 class ResumeMismatch(RuntimeError):
@@ -86,3 +90,31 @@ def remove(resume_dir: str | os.PathLike | None) -> None:
         Path(resume_dir).rmdir()
     except OSError:
         pass
+
+
+@dataclass
+class Checkpoints:
+    """Where a run keeps its resumable state (`state_dir/state.pt`, None: nowhere) and how often (`save_every`
+    steps); `fingerprint`: what shapes the run (`fingerprint(...)`)."""
+
+    state_dir: str | os.PathLike | None
+    fingerprint: str
+    save_every: int
+
+    @property
+    def kept(self) -> bool:
+        """Whether the run keeps a state at all: without a folder, none is built (a state is every model's weights)."""
+        return self.state_dir is not None
+
+    @property
+    def _stamp(self) -> str:
+        return fingerprint(run=self.fingerprint, layout=STATE_LAYOUT)
+
+    def load(self) -> dict | None:
+        return load(state_path(self.state_dir), self._stamp) if self.kept else None
+
+    def save(self, state: dict) -> None:
+        save(state_path(self.state_dir), self._stamp, state)
+
+    def remove(self) -> None:
+        remove(self.state_dir)

@@ -1,11 +1,8 @@
-"""Where and in what precision a model runs, and how training reports progress: one choice for every trainer."""
+"""Where and in what precision a model runs: one choice for every trainer."""
 
 from __future__ import annotations
 
-import math
-import time
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -55,47 +52,3 @@ def autocast_dtype(device: str | torch.device, mixed_precision: bool) -> torch.d
 def needs_grad_scaler(dtype: torch.dtype | None) -> bool:
     """fp16 gradients underflow without loss scaling; bf16 and fp32 need none."""
     return dtype == torch.float16
-
-
-class ProgressLog:
-    """The training-log window shared by every trainer: sums since the last log point, and every `every` steps
-    (and at the last one) a record {step, epoch, loss, ppl, lr, tokens_per_s, examples_per_s} that is printed,
-    kept in `records` and passed to `on_log`. `loss` = summed loss / summed count of the window."""
-
-    def __init__(self, total_steps: int, every: int, on_log: Callable[[dict], None] | None = None):
-        self.total, self.every, self.on_log = total_steps, every, on_log
-        self.records: list[dict] = []
-        self._reset()
-
-    def _reset(self) -> None:
-        self._since, self._loss, self._count, self._tokens, self._examples = time.perf_counter(), 0.0, 0, 0, 0
-
-    def state_dict(self) -> dict:
-        """What a resumed run needs to log the same records: the records so far and the open window's sums."""
-        return {"records": list(self.records), "window": [self._loss, self._count, self._tokens, self._examples]}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.records = list(state["records"])
-        self._reset()
-        self._loss, self._count, self._tokens, self._examples = state["window"]
-
-    def add(self, loss_sum: float, count: int, tokens: int, examples: int) -> None:
-        self._loss += loss_sum
-        self._count += count
-        self._tokens += tokens
-        self._examples += examples
-
-    def step(self, step: int, epoch: int, lr: float, force: bool = False) -> None:
-        """Close the window at a log point (`force`: here, e.g. the last step of a run stopped early)."""
-        if step % self.every and step != self.total and not force:
-            return
-        elapsed = max(time.perf_counter() - self._since, 1e-9)
-        loss = self._loss / max(1, self._count)
-        record = {"step": step, "epoch": epoch, "loss": loss, "ppl": math.exp(min(loss, 50.0)), "lr": lr,
-                  "tokens_per_s": self._tokens / elapsed, "examples_per_s": self._examples / elapsed}
-        self.records.append(record)
-        print(f"step {step}/{self.total} ep {epoch} loss {loss:.4f} ppl {record['ppl']:.2f} lr {lr:.3g} "
-              f"tok/s {record['tokens_per_s']:.0f}", flush=True)
-        if self.on_log is not None:
-            self.on_log(record)
-        self._reset()

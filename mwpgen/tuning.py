@@ -25,8 +25,14 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
+from mwpgen import resume
+from mwpgen.batching import seeded_batches
+from mwpgen.early_stopping import EarlyStopping
 from mwpgen.lm.prompts import IGNORE_INDEX
+from mwpgen.log_window import LogWindow
 from mwpgen.ours.inputs import JointExample, encode_joint, generator_inputs
+from mwpgen.resume import Checkpoints
+from mwpgen.trainer import StepResult, Trainer, ValidationSchedule
 
 
 @dataclass(frozen=True)
@@ -99,13 +105,13 @@ def tune_step(generator, tokenizer, optimizer, *, method: str, batch, width: int
         if method == "rft":
             logp, n = sequence_logprobs(generator, tokenizer, batch, width, max_problem_tokens)
             loss = -(logp.sum() / n.sum())
-            stats = {"loss": float(loss.detach())}
+            stats = {"train_loss": float(loss.detach())}
         elif method == "dpo":
             both, _ = sequence_logprobs(generator, tokenizer, [p.chosen for p in batch] + [p.rejected for p in batch],
                                         width, max_problem_tokens)
             chosen, rejected = both[: len(batch)], both[len(batch):]
             loss, margin = dpo_loss(chosen, rejected, reference[0], reference[1], beta)
-            stats = {"loss": float(loss.detach()), "margin": float(margin.mean()),
+            stats = {"train_loss": float(loss.detach()), "margin": float(margin.mean()),
                      "accuracy": float((margin > 0).float().mean())}
         else:
             raise ValueError(f"method must be rft or dpo, not {method!r}")
@@ -150,19 +156,19 @@ def unique_candidates(readings: Sequence[dict]) -> list[dict]:
 
 def tune_generator(generator, tokenizer, method: str, data: Sequence, *, epochs: int, max_steps: int, batch_size: int,
                    lr: float, beta: float, seed: int, width: int, max_problem_tokens: int,
-                   autocast_dtype: torch.dtype | None = None, log_every: int = 10, on_log=None) -> dict:
+                   autocast_dtype: torch.dtype | None = None, log_every: int, on_log=None, resume_dir=None,
+                   save_every: int, fingerprint_extra: dict | None = None, on_step=None) -> dict:
     """Tune the generator in place: `epochs` passes (at most `max_steps` steps, 0 = no cap) over `data`, JointExamples
     (rft) or Pairs (dpo, against the generator as it is now: pi_ref of the pairs the steps will visit is computed
-    here first), in seeded batches.
-    Returns {"history": per-step stats with "step" and "epoch", "steps", "wall_s", "n"}; `on_log(record)` gets
-    the mean of each `log_every` steps' stats."""
-    import time
-
-    from mwpgen.loop import seeded_batches
-
+    here first), in seeded batches, through the one training loop (mwpgen/trainer.py): with `resume_dir`, the state
+    is saved there every `save_every` steps and a killed tuning resumes from it (the caller deletes it once the
+    tuned model is saved). No validation slice: every reading is of a training equation, so nothing here measures
+    or stops early; the last step's weights are the tuned ones.
+    Returns the Trainer's summary ("history": per-step stats with "step" and "epoch", "train_loss" the objective's
+    loss; "steps", "final_train_loss", "log", "timing", ...) and "n"; `on_log(record)` gets the mean of each
+    `log_every` steps' stats (and of the last ones)."""
     if not data:
         raise ValueError(f"no {method} data to tune on (no read-right candidate, or no right/wrong pair)")
-    start = time.perf_counter()
     # Streams 7_919 + epoch: apart from the ones the trainers draw (epoch, phase * 1_009 + ...), so a tuning's batch
     # order is its own even at the seed ours was trained with.
     schedule = [(epoch, idx) for epoch in range(epochs) for idx in seeded_batches(len(data), batch_size, seed,
@@ -176,18 +182,25 @@ def tune_generator(generator, tokenizer, method: str, data: Sequence, *, epochs:
         reference = {i: (chosen[k], rejected[k]) for k, i in enumerate(visited)}
     optimizer = torch.optim.AdamW(generator.parameters(), lr=lr, weight_decay=0.0)  # Adam, as ours was trained
     torch.manual_seed(seed)
-    history, window, step = [], [], 0
-    for epoch, idx in schedule:
-        step += 1
+    fingerprint = resume.fingerprint(method=method, data=list(data), epochs=epochs, max_steps=max_steps,
+                                     batch_size=batch_size, lr=lr, beta=beta, seed=seed, width=width,
+                                     max_problem_tokens=max_problem_tokens, precision=str(autocast_dtype),
+                                     extra=fingerprint_extra or {})
+    log = LogWindow(log_every, len(schedule), on_log)
+    resumable = {"generator": generator, "optimizer": optimizer}
+    trainer = Trainer(Checkpoints(resume_dir, fingerprint, save_every), resumable, log, on_step=on_step)
+
+    def tune_one(step: int) -> StepResult:
+        epoch, idx = schedule[step - 1]
         ref = None if reference is None else (torch.stack([reference[i][0] for i in idx]),
                                               torch.stack([reference[i][1] for i in idx]))
         stats = tune_step(generator, tokenizer, optimizer, method=method, batch=[data[i] for i in idx],
                           width=width, max_problem_tokens=max_problem_tokens, beta=beta, reference=ref,
                           autocast_dtype=autocast_dtype)
-        history.append({"step": step, "epoch": epoch, **stats})
-        window.append(stats)
-        if on_log is not None and (step % log_every == 0):
-            on_log({"step": step, **{k: sum(w[k] for w in window) / len(window) for k in window[0]}})
-            window = []
+        log.add(stats)
+        return StepResult(stats, epoch, step == len(schedule) or schedule[step][0] != epoch)
+
+    trainer.fit(tune_one, None, end=len(schedule), stopping=EarlyStopping({}, patience=0),
+                schedule=ValidationSchedule(every=0, at_epoch_end=False, at_start=False))
     generator.eval()
-    return {"history": history, "steps": step, "wall_s": time.perf_counter() - start, "n": len(data)}
+    return {**trainer.summary(), "n": len(data)}

@@ -4,7 +4,8 @@ same digests say the change kept the weights, the validation records and the che
     bash scripts/run.sh python scripts/training_digest.py | grep ' weights ' > before.txt   # ... change the code ...
     bash scripts/run.sh python scripts/training_digest.py | grep ' weights ' | diff before.txt -
 
-Each line: a training (causal LM, seq2seq RNN and transformer, ours with the selector and with keywords), the
+Each line: a training (causal LM, seq2seq RNN and transformer, ours with the selector and with keywords, tuning by
+RFT and DPO), the
 sha256 of its final weights, and of what it reports (steps, best step, validation losses). A tiny random Llama and
 a handful of problems: about a minute on a 2-core CPU; with validation, early stopping and every phase, so the
 loop's bookkeeping is exercised, not only its steps.
@@ -30,7 +31,7 @@ from mwpgen.lm.loading import load_model_and_tokenizer  # noqa: E402
 from mwpgen.lm.prompts import generator_example, mwp2eq_examples  # noqa: E402
 from mwpgen.lm.training import train_causal_lm  # noqa: E402
 from mwpgen.ours.selector import ContextSelector  # noqa: E402
-from mwpgen.ours.inputs import JointExample
+from mwpgen.ours.inputs import JointExample  # noqa: E402
 from mwpgen.ours.steps import JointModels  # noqa: E402
 from mwpgen.ours.training import train_joint  # noqa: E402
 from mwpgen.seq2seq.baseline import train_baseline  # noqa: E402
@@ -69,13 +70,15 @@ def causal_lm(model_dir: Path) -> None:
         out = train_causal_lm(model, tok, examples, epochs=6, batch_size=2, lr=1e-2, seed=5, max_length=64,
                               validation=validation, eval_every=2, patience=3, val_score=score, log_every=3,
                               max_steps=0, grad_accum=1, save_every=10)
-        report = {k: out[k] for k in ("steps", "best_step", "best_val_loss", "stopped_early", "losses", "val")}
+        report = {k: out[k] for k in ("steps", "best_step", "best_val_loss", "stopped_early", "validations")}
+        report["losses"] = [h["train_loss"] for h in out["history"]]
         print(f"causal_lm{'-score' if by_score else ''} weights {digest(model)} report {digest(report)} "
               f"steps {out['steps']} best {out['best_step']}")
     model, tok = load_model_and_tokenizer(str(model_dir), Path("unused"))
     out = train_causal_lm(model, tok, mwp2eq_examples(TRAIN), epochs=2, batch_size=3, lr=1e-2, seed=1, max_length=64,
                           grad_accum=2, max_steps=0, eval_every=0, patience=0, save_every=10)
-    print(f"causal_lm-accum weights {digest(model)} report {digest(out['losses'])} steps {out['steps']}")
+    losses = [h["train_loss"] for h in out["history"]]
+    print(f"causal_lm-accum weights {digest(model)} report {digest(losses)} steps {out['steps']}")
 
 
 def seq2seq(work: Path) -> None:
@@ -87,7 +90,8 @@ def seq2seq(work: Path) -> None:
                              device="cpu", glove_cache_dir=work / "glove", log_every=5, validation_records=VALIDATION)
         weights = hashlib.sha256((work / name / "model.safetensors").read_bytes()).hexdigest()[:16]
         t = out["train"]
-        report = {k: t.get(k) for k in ("steps", "epochs", "best_step", "best_val_loss", "stopped_early", "val", "final_loss")}
+        report = {k: t.get(k) for k in ("steps", "epochs", "best_step", "best_val_loss", "stopped_early", "validations",
+                                        "final_train_loss")}
         print(f"{name} weights {weights} report {digest(report)} steps {t.get('steps')} best {t.get('best_step')}")
 
 
@@ -107,10 +111,28 @@ def ours(model_dir: Path) -> None:
                           on_log=lambda r: logs.append({k: v for k, v in r.items() if k != "step_s"}))
         weights = "-".join(digest(m) for m in (gen, mwp2eq, selector) if m is not None)
         history = [{k: v for k, v in h.items() if k != "step_s"} for h in out["history"]]
-        report = {"val": out["val"], "best_steps": out["best_steps"], "steps_run": out["steps_run"], "h": history,
+        report = {"val": out["validations"], "best_steps": out["best_steps"], "steps_run": out["steps_run"], "h": history,
                   "log": logs}
         print(f"ours-{context} weights {weights} report {digest(report)} steps_run {out['steps_run']} "
               f"best {out['best_steps']}")
+
+
+def tuning(model_dir: Path) -> None:
+    """RFT and DPO on a generator (the tiny model): a few seeded steps each."""
+    from mwpgen import tuning as tune
+
+    readings = [{"id": str(i), "equation": e, "context": k, "generated": t, "label": int(i % 3 != 0)}
+                for i, (e, t, k) in enumerate(STORIES)]
+    readings.append({**readings[0], "generated": STORIES[4][1], "label": 1})  # a right one beside a wrong one
+    training = [JointExample(r["equation"], r["text"], tuple(KEYWORDS[r["id"]])) for r in TRAIN]
+    for method in ("rft", "dpo"):
+        data = (tune.rft_examples(readings, training, mix=1.0, seed=1) if method == "rft"
+                else tune.preference_pairs(readings, per_group=4, seed=1))
+        model, tok = load_model_and_tokenizer(str(model_dir), Path("unused"), seed=0)
+        out = tune.tune_generator(model, tok, method, data, epochs=3, max_steps=7, batch_size=2, lr=1e-2, beta=0.1,
+                                  seed=4, width=4, max_problem_tokens=40, log_every=2, save_every=100)
+        history = [{k: v for k, v in h.items() if k != "step_s"} for h in out["history"]]
+        print(f"tune-{method} weights {digest(model)} report {digest(history)} steps {out['steps']}")
 
 
 def main() -> None:
@@ -123,6 +145,7 @@ def main() -> None:
         causal_lm(model_dir)
         seq2seq(tmp)
         ours(model_dir)
+        tuning(model_dir)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from typing import Sequence
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from mwpgen import tuning
+from mwpgen import resume, tuning
 from mwpgen.config.schema import Params
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, save_bundle, select_context
 from mwpgen.ours.inputs import JointExample, encode_joint
@@ -40,9 +40,10 @@ def _relative(path: Path) -> str:
 
 @task(cache_policy=NO_CACHE)
 def tune_ours_bundle(params: Params, method: str, base_dir: Path, out_dir: Path, readings: Sequence[dict],
-                     train_records: Sequence[dict], on_log=None) -> dict:
-    """Load ours from `base_dir`, tune its generator by `method` on `readings` (corpus_candidates rows), save the
-    bundle (selector and co-trained mwp2eq as they were) to `out_dir`. Returns the tuning's result and data sizes."""
+                     train_records: Sequence[dict], resume_dir: Path | None = None, on_log=None) -> dict:
+    """Load ours from `base_dir`, tune its generator by `method` on `readings` (corpus_candidates rows), resumable
+    from `resume_dir` after a kill, save the bundle (selector and co-trained mwp2eq as they were) to `out_dir` and
+    delete the resumable state. Returns the tuning's result and data sizes."""
     cfg, seed = params.tuning, params.experiment.seed
     device = resolve_device(params.train.device)
     generator, tokenizer, selector, settings = load_bundle(base_dir, device)
@@ -60,9 +61,11 @@ def tune_ours_bundle(params: Params, method: str, base_dir: Path, out_dir: Path,
         lr=cfg.lr, beta=cfg.beta, seed=seed, width=settings["context_tokens"],
         max_problem_tokens=settings["max_problem_tokens"],
         autocast_dtype=autocast_dtype(device, params.train.mixed_precision), log_every=params.train.log_every,
-        on_log=on_log)
+        on_log=on_log, resume_dir=resume_dir, save_every=params.train.ours.save_every,  # the generator ours trained
+        fingerprint_extra={"base": _relative(base_dir), "device": device})
     kept = {k: v for k, v in settings.items() if k != "format"}
     save_bundle(out_dir, generator, tokenizer, selector,
                 kept | {"tuned": {"method": method, "from": _relative(base_dir), **cfg.model_dump(), **sizes}},
                 mwp2eq=load_mwp2eq(base_dir, device))
+    resume.remove(resume_dir)  # the saved bundle supersedes it
     return {**result, **sizes, "readings": len(readings), "device": device}

@@ -1,10 +1,10 @@
-"""Seeded batches (mwpgen.loop.seeded_batches): plain and length-grouped."""
+"""Seeded batches (mwpgen.batching.seeded_batches): plain and length-grouped."""
 
 import random
 
 import pytest
 
-from mwpgen.loop import LENGTH_POOL_BATCHES, seeded_batches
+from mwpgen.batching import LENGTH_POOL_BATCHES, seeded_batches
 
 
 def padded_share(batches, lengths):

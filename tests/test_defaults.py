@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAINING_SECTIONS = (schema.LMTrainParams, schema.GeneratorTrainParams, schema.EvaluatorTrainParams,
                      schema.OursTrainParams, schema.OursPhaseParams, schema.Seq2SeqTrainParams, schema.JudgeParams)
 # The code that trains: whatever it declares for these names must come from the schema.
-TRAINERS = ("mwpgen/loop.py", "mwpgen/lm/training.py", "mwpgen/seq2seq/train.py", "mwpgen/seq2seq/baseline.py",
+TRAINERS = ("mwpgen/trainer.py", "mwpgen/early_stopping.py", "mwpgen/log_window.py", "mwpgen/tuning.py",
+            "mwpgen/lm/training.py", "mwpgen/seq2seq/train.py", "mwpgen/seq2seq/baseline.py",
             "mwpgen/lm/distributed.py", "mwpgen/judge/choose.py",
             *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "mwpgen/ours").glob("*.py")))
 

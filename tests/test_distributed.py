@@ -16,7 +16,7 @@ import torch
 from conftest import free_port
 
 from mwpgen.lm.distributed import rank_examples
-from mwpgen.loop import seeded_batches
+from mwpgen.batching import seeded_batches
 
 ROOT = Path(__file__).resolve().parent.parent
 WORLD = 2
@@ -102,12 +102,14 @@ def test_two_gloo_processes_train_like_one_at_grad_accum_2(tiny_dir, uninterrupt
                           **SETTINGS)  # the batching data-parallel ranks reproduce (distributed.py)
     got = ranks[0]["result"]
     assert got["steps"] == ref["steps"] == 6
-    diff = max(abs(a - b) for a, b in zip(got["losses"], ref["losses"]))
+    got_losses, ref_losses = ([h["train_loss"] for h in r["history"]] for r in (got, ref))
+    diff = max(abs(a - b) for a, b in zip(got_losses, ref_losses))
     print(f"max |loss difference| per step: {diff:.3g}")
-    assert got["losses"] == pytest.approx(ref["losses"], rel=1e-4)
-    assert [r["val_loss"] for r in got["val"]] == pytest.approx([r["val_loss"] for r in ref["val"]], rel=1e-4)
+    assert got_losses == pytest.approx(ref_losses, rel=1e-4) and got["final_train_loss"] == got_losses[-1]
+    assert [r["val_loss"] for r in got["validations"]] == pytest.approx([r["val_loss"] for r in ref["validations"]],
+                                                                        rel=1e-4)
     assert got["best_step"] == ref["best_step"]
-    assert [r["loss"] for r in got["log"]] == pytest.approx([r["loss"] for r in ref["log"]], rel=1e-4)
+    assert [r["train_loss"] for r in got["log"]] == pytest.approx([r["train_loss"] for r in ref["log"]], rel=1e-4)
     assert got["tokens"] == ref["tokens"] == sum(r["result"]["rank_tokens"] for r in ranks)
     assert [r["result"]["rank"] for r in ranks] == [0, 1]
 
@@ -128,15 +130,16 @@ def test_killed_ranks_resume_bit_for_bit(tiny_dir, uninterrupted, tmp_path):
 
     out = tmp_path / "out"
     assert launch(tiny_dir, out, kill_at=5).returncode != 0
-    steps = [torch.load(out / "resume" / f"rank{r}" / STATE_FILE, weights_only=True)["run"]["step"]
+    steps = [torch.load(out / "resume" / f"rank{r}" / STATE_FILE, weights_only=True)["trainer"]["step"]
              for r in range(WORLD)]
     assert steps == [4, 4]
     resumed = ranks_of(launch(tiny_dir, out), out)
     for got, ref in zip(resumed, uninterrupted):
         assert got["result"]["resumed_from"] == 4
-        for key in ("losses", "rank_losses", "val", "tokens", "best_step"):
+        for key in ("rank_losses", "validations", "tokens", "best_step", "final_train_loss"):
             assert got["result"][key] == ref["result"][key]
-        assert [r["loss"] for r in got["result"]["log"]] == [r["loss"] for r in ref["result"]["log"]]
+        for key in ("history", "log"):  # without their timings
+            assert [r["train_loss"] for r in got["result"][key]] == [r["train_loss"] for r in ref["result"][key]]
         assert all(torch.equal(got["weights"][k], ref["weights"][k]) for k in ref["weights"])
     assert not (out / "resume").exists()
 

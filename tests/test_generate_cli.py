@@ -240,7 +240,7 @@ def test_no_model_help_quotes_the_committed_training_times(capsys, monkeypatch, 
     for model, wall_s in (("mwp2eq", 1727.6), ("ours", 4614.9), ("ours-rft", 830.0)):
         path = tmp_path / "metrics" / "train" / model / "arithmetic" / "fold0.json"
         path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"wall_s": wall_s}))
+        path.write_text(json.dumps({"timing": {"wall_s": wall_s}}))
     code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
     assert code == 1 and "took 29 min for the evaluator" in err and "and 77 min for ours" in err
     assert "then 14 min to tune it (ours-rft)" in err

@@ -57,7 +57,7 @@ def test_a_resume_state_that_would_run_code_is_refused(tmp_path):
 
     import torch
 
-    from mwpgen.loop import Checkpoints
+    from mwpgen.resume import Checkpoints
 
     class Payload:
         def __reduce__(self):

@@ -105,9 +105,9 @@ def test_keyword_dropout_seeded_and_fresh_per_epoch():
 
 def test_tiny_model_overfits_and_regenerates_targets(trained):
     model, tok, _, result, logs = trained
-    losses = result["losses"]
+    losses = [h["train_loss"] for h in result["history"]]
     assert losses[-1] < 0.1 * losses[0]
-    assert [r["step"] for r in logs][:2] == [20, 40] and set(logs[0]) == {"step", "epoch", "loss", "ppl", "lr", "tokens_per_s", "examples_per_s"}
+    assert [r["step"] for r in logs][:2] == [20, 40] and set(logs[0]) == {"step", "epoch", "train_loss", "lr", "step_s", "tokens_per_s", "examples_per_s"}
     out = generate_texts(model, tok, [e.prompt for e in GEN], batch_size=4, max_new_tokens=24)
     assert sum(o == e.target for o, e in zip(out, GEN)) >= 3
     eqs = predict_equations(model, tok, [r["text"] for r in RECORDS], max_new_tokens=12)
@@ -141,7 +141,7 @@ def test_checkpoint_is_safetensors_and_reloads_identically(trained):
     assert tok2(GEN[0].prompt)["input_ids"] == ids[0].tolist()
     with torch.no_grad():
         assert torch.equal(model(ids).logits, reloaded(ids).logits)
-    assert result["checkpoint_dir"] == str(ckpt) and result["steps"] == len(result["losses"])
+    assert result["checkpoint_dir"] == str(ckpt) and result["steps"] == len(result["history"])
 
 
 def test_random_init_differs_from_pretrained_and_is_seeded(tiny_dir):

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from flows.common import loss_curve_csv
 from mwpgen import runtime
 from mwpgen.data.folds import load_fold
 from mwpgen.data.splits import normalise_text
@@ -58,6 +57,10 @@ class Killed(Exception):
     pass
 
 
+def train_losses(result: dict) -> list[float]:
+    return [h["train_loss"] for h in result["history"]]
+
+
 def weights(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
@@ -82,7 +85,7 @@ def test_killed_run_resumes_bit_for_bit(tiny_dir, tmp_path, case):
     steps = steps or ref["steps"]
     assert (ref["steps"], ref["stopped_early"]) == (steps, early) and kill_at < steps <= 12
     if settings["validation"]:
-        assert [r["step"] for r in ref["val"]] == [s for s in (0, 2, 3, 4, 6, 8, 9, 10, 12) if s <= steps]
+        assert [r["step"] for r in ref["validations"]] == [s for s in (0, 2, 3, 4, 6, 8, 9, 10, 12) if s <= steps]
         assert ref["best_step"] < steps  # the returned weights are an earlier step's, restored from the state
     assert [r["step"] for r in ref["log"]][:3] == [2, 4, 6]
 
@@ -97,7 +100,7 @@ def test_killed_run_resumes_bit_for_bit(tiny_dir, tmp_path, case):
         train_causal_lm(model, tok, TRAIN, resume_dir=state, on_step=kill, **settings)
     saved = torch.load(state / STATE_FILE, map_location="cpu", weights_only=True)  # plain tensors and containers
     saved_step = kill_at - kill_at % 2
-    assert saved["run"]["step"] == saved_step and len(saved["run"]["losses"]) == saved_step
+    assert saved["trainer"]["step"] == saved_step and len(saved["trainer"]["history"]) == saved_step
     best = saved["stopping"]
     assert best["best_is_current"] == (best["best_step"] == saved_step)
     assert case != "fp32" or not best["best_is_current"]  # that case covers best weights kept beside the current
@@ -107,9 +110,9 @@ def test_killed_run_resumes_bit_for_bit(tiny_dir, tmp_path, case):
     out = tmp_path / "final"
     resumed = train_causal_lm(model, tok, TRAIN, resume_dir=state, checkpoint_dir=out, **settings)
     assert resumed["resumed_from"] == saved_step
-    assert resumed["losses"] == ref["losses"]  # bit-identical floats
-    assert resumed["val"] == ref["val"]
-    assert [(r["step"], r["loss"]) for r in resumed["log"]] == [(r["step"], r["loss"]) for r in ref["log"]]
+    assert train_losses(resumed) == train_losses(ref)  # bit-identical floats
+    assert resumed["validations"] == ref["validations"]
+    assert [(r["step"], r["train_loss"]) for r in resumed["log"]] == [(r["step"], r["train_loss"]) for r in ref["log"]]
     assert (resumed["best_step"], resumed["best_val_loss"]) == (ref["best_step"], ref["best_val_loss"])
     assert (resumed["steps"], resumed["stopped_early"], resumed["tokens"]) == (steps, early, ref["tokens"])
     got = weights(model)
@@ -150,9 +153,10 @@ def test_early_stopping_keeps_the_best_weights(tiny_dir, tmp_path):
                              checkpoint_dir=out, resume_dir=tmp_path / "resume", max_steps=0, grad_accum=1,
                              save_every=10)
     assert result["stopped_early"] and result["steps"] < 30 * 4
-    vals = [r["val_loss"] for r in result["val"]]
+    vals = [r["val_loss"] for r in result["validations"]]
     assert result["best_val_loss"] == min(vals) and vals[-3:] and min(vals[-3:]) > result["best_val_loss"]
-    assert result["val"][-1]["step"] == result["steps"] == result["log"][-1]["step"]  # the last window is logged
+    last = result["validations"][-1]["step"]
+    assert last == result["steps"] == result["log"][-1]["step"]  # the last window is logged
     batches = validation_batches(tok, contrary, 2, 64)
     assert validation_loss(model, batches) == result["best_val_loss"]  # the model in hand is the best one
     saved, _ = load_model_and_tokenizer(str(out), Path("unused"))
@@ -167,9 +171,9 @@ def test_a_validation_score_chooses_the_checkpoint(tiny_dir, tmp_path):
     model, tok = fresh(tiny_dir)
     result = train_causal_lm(model, tok, TRAIN, **{**SETTINGS, "epochs": 10, "patience": 3}, mixed_precision=False,
                              val_score=lambda m, t: next(scripted))
-    scores = [r["val_score"] for r in result["val"]]
+    scores = [r["val_score"] for r in result["validations"]]
     assert scores == [0.1, 0.2, 0.6, 0.3, 0.5, 0.2] and result["stopped_early"]
-    best = result["val"][2]
+    best = result["validations"][2]
     assert result["best_step"] == best["step"] < result["steps"] and result["best_val_score"] == 0.6
     assert result["best_val_loss"] == best["val_loss"]
     assert validation_loss(model, validation_batches(tok, VALIDATION, 2, 64)) == best["val_loss"]
@@ -184,7 +188,7 @@ def test_without_validation_trains_to_the_cap(tiny_dir):
     model, tok = fresh(tiny_dir)
     result = train_causal_lm(model, tok, TRAIN, epochs=2, batch_size=2, lr=1e-2, max_length=64,
                              mixed_precision=False, **{**NO_VALIDATION, "max_steps": 5})
-    assert result["steps"] == 5 and result["val"] == [] and result["best_step"] is None
+    assert result["steps"] == 5 and result["validations"] == [] and result["best_step"] is None
     assert result["best_val_loss"] is None and not result["stopped_early"] and result["precision"] == "fp32"
 
 
@@ -207,13 +211,6 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw\n")
     assert not runtime.cpu_supports_bf16(cpuinfo)
     assert not runtime.cpu_supports_bf16(tmp_path / "absent")
-
-
-def test_loss_curve_csv_with_validation():
-    assert loss_curve_csv([2.0, 1.0]) == "step,loss\n1,2.000000\n2,1.000000\n"
-    csv = loss_curve_csv([2.0, 1.0, 0.5], [{"step": 0, "val_loss": 3.0}, {"step": 2, "val_loss": 1.5}])
-    assert csv.splitlines() == ["step,loss,val_loss", "0,,3.000000", "1,2.000000,", "2,1.000000,1.500000",
-                                "3,0.500000,"]
 
 
 @pytest.fixture()

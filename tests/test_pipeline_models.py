@@ -142,6 +142,19 @@ def test_ours_selects_context_and_glove_row_is_not_run(project):
         assert scores["n"] > 0 and "acc_eq" in scores, model
 
 
+def test_every_trainer_reports_the_shared_names(project):
+    """metrics/train and plots/train of every trainer by the same names (mwpgen/training_metrics.py), timings apart."""
+    from mwpgen.training_metrics import SHARED
+
+    dest = project[0]
+    for model in ("mwp2eq", "gpt_pre", "seq2seq_tf", "ours", "ours-eq_softmax", "ours-dpo"):
+        metrics = json.loads((dest / "metrics" / "train" / model / "arithmetic" / "fold0.json").read_text())
+        assert list(metrics)[:len(SHARED)] == list(SHARED) and metrics["steps"] > 0, model
+        assert metrics["timing"]["wall_s"] >= 0 and "wall_s" not in metrics, model
+        curve = (dest / "plots" / "train" / model / "arithmetic" / "fold0.csv").read_text().splitlines()
+        assert curve[0].startswith("step,train_loss,val_loss") and len(curve) >= metrics["steps"] + 1, model
+
+
 def test_ours_tuned_on_readings_is_a_bundle_of_its_own_generated_and_scored(project):
     dest = project[0]
     metrics = json.loads((dest / "metrics" / "train" / "ours-dpo" / "arithmetic" / "fold0.json").read_text())

@@ -126,7 +126,8 @@ def test_token_batches_respect_the_token_budget(examples):
 def test_loss_falls_and_greedy_reproduces_training_targets(trained, examples):
     name, model, result, _ = trained
     assert result["steps"] == CONFIGS[name][2]
-    first, last = sum(result["losses"][:3]) / 3, result["losses"][-1]
+    losses = [h["train_loss"] for h in result["history"]]
+    first, last = sum(losses[:3]) / 3, losses[-1]
     assert first > 2.0 and last < 0.15 * first, (name, first, last)
     assert [r["step"] for r in result["on_log"]] == list(range(20, result["steps"] + 1, 20))
     hyps = greedy_decode(model, pad_batch([s for s, _ in examples]), max_len=40)
@@ -175,6 +176,11 @@ def test_checkpoint_round_trip_gives_identical_outputs(trained, examples, vocabs
     assert not [p for p in ckpt.parent.iterdir() if p.name.startswith(".")]  # no temp folders left behind
     config = json.loads((ckpt / "config.json").read_text())
     assert config["model"] == model.config and config["training"]["steps"] == CONFIGS[name][2]
+    # The checkpoint's training summary keeps the layout committed checkpoints have (compared byte for byte).
+    assert list(config["training"]) == ["steps", "epochs", "tokens", "wall_time_s", "optimizer", "lr", "batch_size",
+                                        "batch_type", "warmup_steps", "max_grad_norm", "label_smoothing",
+                                        "normalization", "seed", "final_loss", "val", "best_step", "best_val_loss",
+                                        "stopped_early"]
     loaded, src_vocab, tgt_vocab = load_checkpoint(ckpt)
     assert src_vocab.itos == vocabs[0].itos and tgt_vocab.itos == vocabs[1].itos
     src = pad_batch([s for s, _ in examples])
@@ -198,7 +204,7 @@ def test_paper_adagrad_setting_reduces_the_loss(vocabs, examples):
                          "tgt_vocab_size": len(tgt_vocab)}, seed=0)
     result = train_seq2seq(model, examples, steps=25, seed=0, **{**TRAIN_PRESETS["seq2seq-rnn"], "batch_size": 5},
                            log_every=100, eval_every=0, patience=0, save_every=50)
-    assert result["losses"][-1] < 0.8 * result["losses"][0]
+    assert result["history"][-1]["train_loss"] < 0.8 * result["history"][0]["train_loss"]
     assert result["log"][-1]["lr"] == pytest.approx(0.15)
 
 
@@ -277,7 +283,7 @@ def test_validation_keeps_the_best_weights_and_stops_early(vocabs, examples):
     # Validation on other problems than the training ones: overfitting 3 examples raises its NLL at some point.
     result = train_seq2seq(model, examples[:3] * 2, steps=200, seed=0, log_every=1000, validation=examples[3:],
                            eval_every=5, patience=3, save_every=50, **train_cfg)
-    steps, losses = [s for s, _ in result["val"]], [v for _, v in result["val"]]
+    steps, losses = [v["step"] for v in result["validations"]], [v["val_loss"] for v in result["validations"]]
     assert steps[:2] == [5, 10] and result["best_val_loss"] == min(losses)
     assert result["best_step"] == steps[losses.index(min(losses))]
     assert result["stopped_early"] and result["steps"] < 200
@@ -307,5 +313,6 @@ def test_a_killed_run_resumes_to_the_same_weights(vocabs, examples, tmp_path):
         run(kill_at_8)
     assert (tmp_path / "state" / "state.pt").exists()  # written at step 6
     resumed, out = run()
-    assert out["losses"] == ref_out["losses"] and out["val"] == ref_out["val"]
+    assert [h["train_loss"] for h in out["history"]] == [h["train_loss"] for h in ref_out["history"]]
+    assert out["validations"] == ref_out["validations"]
     assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), resumed.state_dict().values()))

@@ -77,7 +77,7 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
     """Kill after step 5 (last checkpoint at step 4): the rerun replays step 5 and ends bit-for-bit equal."""
     reference = fresh_models(tiny_path)
     ref = train_joint(reference, EXAMPLES, SETTINGS, seed=7, log_every=2, dropout=0.0)
-    assert ref["steps"] == (6, 3) and [h["phase"] for h in ref["history"]] == [1] * 6 + [2] * 3
+    assert ref["scheduled_steps"] == (6, 3) and [h["phase"] for h in ref["history"]] == [1] * 6 + [2] * 3
 
     state = tmp_path / "state"
 
@@ -183,7 +183,7 @@ def test_without_l_eq_no_mwp2eq_is_trained_and_with_it_one_is_required(tiny_path
     models = JointModels(gen, None, tok, None)
     result = train_joint(models, EXAMPLES, settings(max1=2, max2=2, context="noun", equation_loss=False), seed=1,
                          log_every=2, dropout=0.0)
-    assert [sorted(h) for h in result["history"]][-1] == ["epoch", "lm", "loss", "phase", "step", "step_s"]
+    assert [sorted(h) for h in result["history"]][-1] == ["epoch", "objective", "phase", "step", "step_s", "train_loss"]
     with pytest.raises(ValueError, match="needs the mwp2eq model"):
         train_joint(JointModels(gen, None, tok, None), EXAMPLES, settings(max1=1, max2=1, context="noun"), seed=1,
                     log_every=2, dropout=0.0)
@@ -206,18 +206,18 @@ def test_each_component_keeps_its_best_validation_weights_and_only_phase2_stops_
     # seed 1: a batch order whose tiny run turns its selector's validation loss before phase 1 ends (the scenario)
     out = train_joint(models, EXAMPLES[:3], schedule, seed=1, log_every=2, validation=EXAMPLES[3:],
                       state_dir=tmp_path / "s", dropout=0.0, on_step=snapshot)
-    s1, s2 = out["steps"]
-    phase1 = [v for v in out["val"] if v["phase"] == 1]
+    s1, s2 = out["scheduled_steps"]
+    phase1 = [v for v in out["validations"] if v["phase"] == 1]
     assert out["steps_run"][0] == s1 and [v["step"] for v in phase1] == list(range(1, s1 + 1))  # never stopped
     best_selector = min(phase1, key=lambda v: v["val_loss"])["step"]
     assert out["best_steps"]["selector"] == best_selector < s1
     assert torch.equal(selector_at[s1], selector_at[best_selector])  # the selector went back to its best
     assert not torch.equal(generator_at[s1], generator_at[best_selector])  # the generator did not
-    phase2 = [v for v in out["val"] if v["phase"] == 2]
+    phase2 = [v for v in out["validations"] if v["phase"] == 2]
     assert phase2[0]["step"] == s1  # phase 1's generator is phase 2's first candidate
     best2 = min(phase2, key=lambda v: v["val_loss"])
     assert out["best_steps"]["generator"] == best2["step"]
-    assert out["steps_run"][1] < s2 and any(h.get("stopped_phase") == 2 for h in out["history"])
+    assert out["steps_run"][1] < s2 and [span["phase"] for span in out["spans"] if span["stopped_at"]] == [2]
     # the generator that goes on is the best one measured, not the last one
     assert context_lm_loss(models, EXAMPLES[3:], schedule.max_problem_tokens, 0.5,
                            schedule.context_tokens) == pytest.approx(best2["val_loss"], abs=1e-5)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from mwpgen.lm.loading import load_model_and_tokenizer
 from mwpgen.lm.prompts import generator_example
-from mwpgen import tuning
+from mwpgen import resume, tuning
 from mwpgen.ours.inputs import JointExample
 from tests.tiny_model import tiny_model_dir
 
@@ -57,7 +58,7 @@ def test_dpo_steps_raise_the_margin_of_the_right_candidate(tmp_path):
     for _ in range(5):
         last = tuning.tune_step(model, tok, optimizer, method="dpo", batch=pairs, width=4, max_problem_tokens=40,
                                 reference=reference)
-    assert last["margin"] > 0.1 and last["loss"] < first["loss"]
+    assert last["margin"] > 0.1 and last["train_loss"] < first["train_loss"]
 
 
 def test_rft_steps_lower_the_loss_of_the_right_candidates(tmp_path):
@@ -65,7 +66,7 @@ def test_rft_steps_lower_the_loss_of_the_right_candidates(tmp_path):
     batch = tuning.rft_examples(READINGS, [], mix=0.0, seed=1)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     losses = [tuning.tune_step(model, tok, optimizer, method="rft", batch=batch, width=4,
-                               max_problem_tokens=40)["loss"] for _ in range(6)]
+                               max_problem_tokens=40)["train_loss"] for _ in range(6)]
     assert losses[-1] < losses[0]
 
 
@@ -74,20 +75,54 @@ def test_tune_generator_runs_seeded_epochs_within_max_steps_and_logs(tmp_path):
     pairs = tuning.preference_pairs(READINGS, per_group=5, seed=1)
     logged = []
     out = tuning.tune_generator(model, tok, "dpo", pairs, epochs=3, max_steps=5, batch_size=1, lr=1e-2, beta=0.1,
-                                seed=0, width=4, max_problem_tokens=40, log_every=2, on_log=logged.append)
+                                seed=0, width=4, max_problem_tokens=40, log_every=2, on_log=logged.append,
+                                save_every=10)
     assert out["steps"] == 5 and [h["step"] for h in out["history"]] == [1, 2, 3, 4, 5]
     assert [h["epoch"] for h in out["history"]] == [0, 0, 1, 1, 2]  # 2 pairs: 2 steps an epoch
-    assert [r["step"] for r in logged] == [2, 4] and "margin" in logged[0]
+    assert [r["step"] for r in logged] == [2, 4, 5] and "margin" in logged[0]  # and the last, partial window
+    assert out["final_train_loss"] == out["history"][-1]["train_loss"] and out["best_step"] is None
     assert not model.training  # handed back for generation
+
+
+class Killed(Exception):
+    pass
+
+
+def test_a_killed_rft_tuning_resumes_to_the_same_weights(tmp_path):
+    """RFT through the one trainer: a state every 2 steps; killed after step 3, the rerun replays step 3 from the
+    state of step 2 and ends with the weights and losses of a tuning never killed (dropout on: the RNG state is
+    part of the state)."""
+    data = tuning.rft_examples(READINGS, [JointExample("x = num1 + num2", RIGHT, ("Sam",))] * 4, mix=2.0, seed=1)
+    settings = dict(epochs=2, max_steps=0, batch_size=2, lr=1e-2, beta=0.1, seed=3, width=4, max_problem_tokens=40,
+                    log_every=2, save_every=2, resume_dir=tmp_path / "state")
+
+    def tuned(on_step=None):
+        model, tok = _generator(tmp_path)
+        return model, tuning.tune_generator(model, tok, "rft", data, on_step=on_step, **settings)
+
+    reference, ref = tuned()
+    assert ref["steps"] == 6 and torch.load(tmp_path / "state" / "state.pt")["trainer"]["step"] == 4  # not at 6
+    resume.remove(tmp_path / "state")  # the caller's job, once the tuned bundle is saved (tasks/tune.py)
+
+    def kill(step):
+        if step == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        tuned(kill)
+    assert (tmp_path / "state" / "state.pt").exists()
+    resumed, out = tuned()
+    assert out["resumed_from"] == 2
+    assert [h["train_loss"] for h in out["history"]] == [h["train_loss"] for h in ref["history"]]
+    assert all(torch.equal(a, b) for a, b in zip(reference.state_dict().values(), resumed.state_dict().values()))
 
 
 def test_tune_generator_refuses_no_data(tmp_path):
     model, tok = _generator(tmp_path)
-    import pytest
 
     with pytest.raises(ValueError, match="no rft data"):
         tuning.tune_generator(model, tok, "rft", [], epochs=1, max_steps=0, batch_size=2, lr=1e-3, beta=0.1,
-                              seed=0, width=4, max_problem_tokens=40)
+                              seed=0, width=4, max_problem_tokens=40, log_every=10, save_every=10)
 
 
 def test_unique_candidates_keep_one_reading_per_text():
@@ -112,8 +147,8 @@ def test_the_tune_task_saves_a_bundle_that_loads_as_ours_does(tmp_path):
     before = load_bundle(base)[0].model.layers[0].mlp.up_proj.weight.clone()
     for method in ("rft", "dpo"):
         out = tmp_path / f"ours-{method}"
-        result = tune_ours_bundle.fn(params, method, base, out, READINGS, train)
-        assert result["steps"] == 2 and result["readings"] == len(READINGS)
+        result = tune_ours_bundle.fn(params, method, base, out, READINGS, train, resume_dir=tmp_path / "state")
+        assert result["steps"] == 2 and not (tmp_path / "state").exists()  # the saved bundle superseded it and result["readings"] == len(READINGS)
         settings = bundle_settings(out)
         assert settings["tuned"]["method"] == method and settings["context_tokens"] == 24
         generator = load_bundle(out)[0]

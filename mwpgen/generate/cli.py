@@ -212,7 +212,7 @@ def measured_cost(dataset: str, fold: int, model: str = "ours") -> str:
     def minutes(name: str) -> float | None:
         path = PROJECT_ROOT / "metrics" / "train" / name / dataset / f"fold{fold}.json"
         try:
-            return json.loads(path.read_text(encoding="utf-8"))["wall_s"] / 60
+            return json.loads(path.read_text(encoding="utf-8"))["timing"]["wall_s"] / 60
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

@@ -5,7 +5,7 @@ W*b examples in every step, the same gradient (the mean of the W micro-batch gra
 step. Three pieces make `mwpgen.lm.training.train_causal_lm` data-parallel without changing it:
 
 - `rank_examples`: each rank's share of the data, laid out so the trainer's own seeded batching picks, at step s,
-  micro-batch s*W + r of the single process's batching (`mwpgen.loop.seeded_batches`) over the whole list;
+  micro-batch s*W + r of the single process's batching (`mwpgen.batching.seeded_batches`) over the whole list;
 - `average_gradients`: hooks that all-reduce every gradient as soon as backward has accumulated it (what
   DistributedDataParallel does, here by hooks, so the trainer, the state_dict keys and save_pretrained stay
   those of the plain model);
@@ -20,7 +20,6 @@ its own examples' lengths would regroup.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
@@ -30,7 +29,7 @@ import torch.distributed as dist
 
 from mwpgen import resume
 from mwpgen.lm.training import Examples, train_causal_lm
-from mwpgen.loop import seeded_batches
+from mwpgen.batching import seeded_batches
 
 T = TypeVar("T")
 
@@ -94,8 +93,9 @@ def train_causal_lm_distributed(
     the same model, examples and settings; `batch_size` is per rank (global batch = world size x batch_size).
 
     Rank 0 alone saves `checkpoint_dir` and calls `on_log` / `on_eval`; each rank keeps its resumable state in
-    `resume_dir/rank{r}`. The result is `train_causal_lm`'s with "losses", "tokens" and "log" over all ranks
-    (per-step mean loss, summed tokens and throughput), this rank's own as "rank_losses" / "rank_tokens", and
+    `resume_dir/rank{r}`. The result is `train_causal_lm`'s with "history" (its "train_loss"), "final_train_loss",
+    "tokens" and "log" over all ranks (per-step mean loss, summed tokens and throughput), this rank's own per-step
+    losses and tokens as "rank_losses" / "rank_tokens", and
     "rank", "world_size". The process group is destroyed before returning."""
     device = _join(device)
     rank, world_size = dist.get_rank(), dist.get_world_size()
@@ -115,11 +115,14 @@ def train_causal_lm_distributed(
             length_grouped=False, **settings)
         for hook in hooks:
             hook.remove()
-        losses = _all_sum(result["losses"], device)
-        result.update(rank_losses=result["losses"], losses=[x / world_size for x in losses],
+        mine = [h["train_loss"] for h in result["history"]]
+        losses = [x / world_size for x in _all_sum(mine, device)]
+        result.update(rank_losses=mine, history=[h | {"train_loss": x} for h, x in zip(result["history"], losses)],
+                      final_train_loss=losses[-1] if losses else None,
                       rank_tokens=result["tokens"], tokens=int(_all_sum([result["tokens"]], device)[0]),
                       log=[_global_record(r, device) for r in result["log"]],  # a resumed run's too
                       rank=rank, world_size=world_size)
+        result["timing"] |= {"tokens_per_s": result["tokens"] / max(result["timing"]["wall_s"], 1e-9)}
         if rank == 0 and resume_dir is not None:
             resume.remove(resume_dir)  # the per-rank folders are gone (after the all-reduce above): drop their parent
         return result
@@ -175,7 +178,7 @@ def _require_same_resume_step(rank_dir: Path | None) -> None:
     state = resume.state_path(rank_dir) if rank_dir is not None else None
     step = 0
     if state is not None and state.exists():  # mmap: read the step, not the gigabytes of weights beside it
-        step = torch.load(state, map_location="cpu", weights_only=True, mmap=True)["run"]["step"]
+        step = torch.load(state, map_location="cpu", weights_only=True, mmap=True)["trainer"]["step"]
     steps = _gather(step)
     if len(set(steps)) > 1:
         raise RuntimeError(f"the ranks' resumable states are at different steps {steps}; delete "
@@ -186,9 +189,8 @@ def _global_record(record: dict, device: torch.device) -> dict:
     """A log record of every rank (all log at the same steps) as the run's: the loss averaged over the ranks'
     equal micro-batch counts, the throughput summed."""
     loss, tokens_per_s, examples_per_s = _all_sum(
-        [record["loss"], record["tokens_per_s"], record["examples_per_s"]], device)
-    loss /= dist.get_world_size()
-    return {**record, "loss": loss, "ppl": math.exp(min(loss, 50.0)), "tokens_per_s": tokens_per_s,
+        [record["train_loss"], record["tokens_per_s"], record["examples_per_s"]], device)
+    return {**record, "train_loss": loss / dist.get_world_size(), "tokens_per_s": tokens_per_s,
             "examples_per_s": examples_per_s}
 
 

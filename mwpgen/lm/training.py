@@ -16,6 +16,9 @@ parse accuracy on the validation slice, whose loss keeps falling after its parse
 way round), the best score (ties: the lower loss) chooses the weights and drives the patience instead; the loss is
 still measured and recorded.
 
+The loop, its validation schedule, early stopping, log window and resumable state are mwpgen/trainer.py's; this
+module supplies the step and the validation.
+
 Resume: with `resume_dir`, every `save_every` steps the whole state -- model and optimizer (and loss-scaler)
 states, step, the best weights so far and their loss, the patience count, the torch RNG states, the loss and
 validation histories and the open log window -- is written atomically to `resume_dir/state.pt` (plain tensors
@@ -29,8 +32,8 @@ configuration is refused by name (ResumeMismatch), never silently resumed. It is
 
 from __future__ import annotations
 
+import functools
 import math
-import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -42,8 +45,12 @@ from mwpgen.evaluation.metrics import acc_eq
 from mwpgen.lm.decoding import predict_equations
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
-from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
-from mwpgen.runtime import ProgressLog, autocast_dtype, needs_grad_scaler
+from mwpgen.batching import seeded_batches
+from mwpgen.early_stopping import EarlyStopping
+from mwpgen.log_window import LogWindow
+from mwpgen.resume import Checkpoints
+from mwpgen.runtime import autocast_dtype, needs_grad_scaler
+from mwpgen.trainer import StepResult, Trainer, ValidationSchedule
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]
 
@@ -133,9 +140,12 @@ def train_causal_lm(
     its value is in each record as "val_score". `length_grouped`: batches of similar lengths (`seeded_batches`:
     less padding computed); False: the plain seeded order (what the data-parallel sharding reproduces).
 
-    Returns {"losses": per-step losses, "log": on_log records, "val": on_eval records, "steps", "tokens",
-    "wall_time_s", "checkpoint_dir", "best_step", "best_val_loss", "best_val_score", "stopped_early", "resumed_from",
-    "precision"}.
+    One function read top to bottom (set-up, the step, the validation, the loop, the save), as nanoGPT's train.py:
+    its length is its signature and this docstring; the loop's bookkeeping is the Trainer's.
+    Returns the Trainer's summary (mwpgen/trainer.py: "steps", "best_step", "best_val_loss", "best_val_score",
+    "final_train_loss", "stopped_early", "resumed_from", "history" of per-step "train_loss", "validations" (the
+    on_eval records), "log" (the on_log records), "timing" with "tokens_per_s") and "tokens", "checkpoint_dir",
+    "precision".
     """
     device = torch.device(device)
     torch.manual_seed(seed)
@@ -158,56 +168,19 @@ def train_causal_lm(
                 "checkpoint_by": "score" if val_score is not None else "loss", "length_grouped": length_grouped}
     checkpoints = Checkpoints(resume_dir, run_fingerprint(settings, get_examples(0), validation, model,
                                                           fingerprint_extra), save_every)
-    stopping = EarlyStopping({"model": model}, patience)
-    progress = ProgressLog(total_steps, log_every, on_log)
-    # Everything a resumed run restores besides the model, the optimizer and the early stopping.
-    run: dict[str, Any] = {"step": 0, "losses": [], "val": [], "tokens": 0, "wall_time_s": 0.0}
-    resumed_from = 0
-    state = checkpoints.load()
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        if scaler is not None and state.get("scaler"):
-            scaler.load_state_dict(state["scaler"])
-        stopping.load_state_dict(state["stopping"])
-        run = state["run"]
-        progress.load_state_dict(state["progress"])
-        del state  # ~3x the weights: not held through training
-        resumed_from = run["step"]
-        print(f"resuming from {resume_dir} at step {resumed_from}/{total_steps}", flush=True)
+    log = LogWindow(log_every, total_steps, on_log)
+    resumable = {"model": model, "optimizer": optimizer} | ({"scaler": scaler} if scaler is not None else {})
+    trainer = Trainer(checkpoints, resumable, log, on_validation=on_eval, on_step=on_step)
 
-    def state_at(step: int) -> dict:
-        return {"run": {**run, "wall_time_s": run["wall_time_s"] + time.perf_counter() - t_start},
-                "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else {}, "stopping": stopping.state_dict(step),
-                "progress": progress.state_dict()}
+    @functools.lru_cache(maxsize=1)  # the current epoch's encoded examples and micro-batches
+    def epoch_batches(epoch: int) -> tuple[list, list]:
+        encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
+        lengths = [len(e["input_ids"]) for e in encoded] if length_grouped else None
+        return encoded, seeded_batches(len(encoded), batch_size, seed, epoch, lengths)
 
-    def evaluate(step: int, epoch: int) -> None:
-        loss = validation_loss(model, val_batches, device, amp_dtype)
-        score = val_score(model, tokenizer) if val_score is not None else None
-        stopping.measure(step, loss, score)
-        record = {"step": step, "epoch": epoch, "val_loss": loss, "best_val_loss": stopping.best_loss,
-                  "best_step": stopping.best_step}
-        if score is not None:
-            record.update(val_score=score, best_val_score=stopping.best_score)
-        run["val"].append(record)
-        shown = f"val_loss {loss:.4f}" + (f" val_score {score:.4f}" if score is not None else "")
-        best = stopping.best_score if score is not None else stopping.best_loss
-        print(f"eval step {step}/{total_steps} ep {epoch} {shown} (best {best:.4f} at step {stopping.best_step})",
-              flush=True)
-        if on_eval is not None:
-            on_eval(record)
-
-    epoch_data: dict[int, tuple[list, list]] = {}  # the current epoch's encoded examples and micro-batches
-
-    def train_step(step: int) -> bool:
+    def train_step(step: int) -> StepResult:
         epoch, position = divmod(step - 1, steps_per_epoch)
-        if epoch not in epoch_data:
-            encoded = [encode_example(tokenizer, ex, max_length) for ex in get_examples(epoch)]
-            epoch_data.clear()
-            lengths = [len(e["input_ids"]) for e in encoded] if length_grouped else None
-            epoch_data[epoch] = encoded, seeded_batches(len(encoded), batch_size, seed, epoch, lengths)
-        encoded, micro_batches = epoch_data[epoch]
+        encoded, micro_batches = epoch_batches(epoch)
         group = micro_batches[position * grad_accum : (position + 1) * grad_accum]
         step_loss = 0.0
         for idx in group:
@@ -218,9 +191,7 @@ def train_causal_lm(
             scaled = loss / len(group)
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
             step_loss += loss.item() / len(group)
-            n_tok = int(batch["attention_mask"].sum())
-            progress.add(loss.item(), 1, n_tok, len(idx))
-            run["tokens"] += n_tok
+            log.add({"train_loss": loss.item()}, 1, tokens=int(batch["attention_mask"].sum()), examples=len(idx))
         if scaler is not None:
             scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
@@ -230,36 +201,24 @@ def train_causal_lm(
         else:
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        run["step"] = step
-        run["losses"].append(step_loss)
-        progress.step(step, epoch, lr)
-        return step % steps_per_epoch == 0 or step == total_steps
+        return StepResult({"train_loss": step_loss}, epoch, step % steps_per_epoch == 0 or step == total_steps, lr)
 
-    def measure(step: int, epoch_ended: bool) -> bool:
-        if val_batches and (epoch_ended or (eval_every and step % eval_every == 0)):
-            evaluate(step, (step - 1) // steps_per_epoch)
-        return stopping.out_of_patience
+    def validate() -> dict:
+        measured = {"val_loss": validation_loss(model, val_batches, device, amp_dtype)}
+        if val_score is not None:
+            measured["val_score"] = val_score(model, tokenizer)
+        return measured
 
-    t_start = time.perf_counter()
-    if val_batches and run["step"] == 0:
-        evaluate(0, 0)  # the starting point: fine-tuning must beat it to replace it
-    last = run_steps(run["step"], total_steps, step=train_step, after_step=measure,
-                     checkpoints=checkpoints, state=state_at, on_step=on_step)
-    stopped_early = stopping.out_of_patience
-    if stopped_early and (not progress.records or progress.records[-1]["step"] != last):
-        progress.step(last, (last - 1) // steps_per_epoch, lr, force=True)  # the last partial window
-    stopping.restore()  # checkpoint choice: the best validation score, else the lowest loss
+    stopping = EarlyStopping({"model": model}, patience)
+    trainer.fit(train_step, validate if val_batches else None, end=total_steps, stopping=stopping,
+                schedule=ValidationSchedule(every=eval_every, at_epoch_end=True, at_start=True))
     model.eval()
-    wall = run["wall_time_s"] + time.perf_counter() - t_start
     if checkpoint_dir is not None:
         atomic_save_pretrained(model, tokenizer, Path(checkpoint_dir))
     checkpoints.remove()
-    return {"losses": run["losses"], "log": progress.records, "val": run["val"], "steps": run["step"],
-            "tokens": run["tokens"], "wall_time_s": wall,
-            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
-            "best_step": stopping.best_step, "best_val_loss": stopping.best_loss if val_batches else None,
-            "best_val_score": stopping.best_score,
-            "stopped_early": stopped_early, "resumed_from": resumed_from,
+    summary = trainer.summary()
+    summary["timing"] |= {"tokens_per_s": log.tokens / max(summary["timing"]["wall_s"], 1e-9)}
+    return {**summary, "tokens": log.tokens, "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir else None,
             "precision": {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]}
 
 

@@ -14,7 +14,8 @@ from typing import Sequence
 
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.training import parse_accuracy
-from mwpgen.loop import EarlyStopping, seeded_batches
+from mwpgen.batching import seeded_batches
+from mwpgen.early_stopping import EarlyStopping
 from mwpgen.ours.inputs import Encoded
 from mwpgen.ours.steps import JointModels, mwp2eq_step
 

@@ -1,4 +1,5 @@
-"""The training loop of "ours": phase 1 then phase 2 (steps.py), resumable from its last checkpoint.
+"""Training "ours": phase 1 then phase 2 (steps.py), two spans of the one training loop (mwpgen/trainer.py), which
+saves the state at phase 1's end, measures phase 2's starting point and then readies the parser (measure_parser).
 
 The whole run is one sequence of global steps: phase 1 takes steps [0, S1), phase 2 [S1, S1 + S2). Step g's
 batch is a pure function of (seed, phase, epoch, position), so the data position is just g. Every
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 import random
-import time
+from functools import partial
 from typing import Callable, Sequence
 
 import torch
@@ -33,12 +34,16 @@ import torch
 from mwpgen import resume
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.training import parse_accuracy
-from mwpgen.loop import Checkpoints, EarlyStopping, run_steps, seeded_batches
+from mwpgen.batching import seeded_batches
+from mwpgen.early_stopping import EarlyStopping
+from mwpgen.log_window import LogWindow
+from mwpgen.resume import Checkpoints
 from mwpgen.ours.parser_gate import reach_parse_accuracy
 from mwpgen.ours.selection import context_lm_loss
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.ours.steps import JointModels, make_optimizers, mwp2eq_step, phase1_step, \
     phase2_step
+from mwpgen.trainer import Notes, StepResult, Trainer, ValidationSchedule
 
 
 def phase_steps(cfg: OursTrainParams, n_examples: int) -> tuple[int, int]:
@@ -61,6 +66,83 @@ def _modules(models: JointModels) -> dict[str, torch.nn.Module]:
     if models.selector is not None:
         out["selector"] = models.selector
     return out
+
+
+# Each phase's component chosen on the validation loss: phase 1 keeps its best selector and runs its whole schedule;
+# phase 2 keeps its best generator and stops when cfg.patience measurements find none better (module docstring).
+CHOSEN = {1: "selector", 2: "generator"}
+
+
+class EpochBatches:
+    """The current epoch's encoded examples and its batch orders, built once per (phase, epoch): the first order is
+    the step's batch; phase 1's co-trained mwp2eq also reads the same index of the others (fresh seeded orders of
+    the same epoch, `mwp2eq_passes` in all)."""
+
+    def __init__(self, tokenizer, examples: Callable[[int, int], Sequence[JointExample]], cfg: OursTrainParams,
+                 seed: int, mwp2eq_passes: int):
+        self.tokenizer, self.examples, self.cfg, self.seed, self.mwp2eq_passes = (tokenizer, examples, cfg, seed,
+                                                                                  mwp2eq_passes)
+        self.n = len(examples(1, 0))
+        self.per_epoch = math.ceil(self.n / cfg.batch_size)
+        self._key, self._value = None, None
+
+    def of(self, phase: int, epoch: int) -> tuple[list, list]:
+        if self._key != (phase, epoch):
+            self._key, self._value = None, None
+            encoded = [encode_joint(self.tokenizer, ex, self.cfg.max_problem_tokens)
+                       for ex in self.examples(phase, epoch)]
+            # Length-grouped by the generator row's varying part (the context slot has a fixed width).
+            lengths = [len(e.prefix) + len(e.problem.ids) for e in encoded]
+            orders = [seeded_batches(self.n, self.cfg.batch_size, self.seed, phase * 1_009 + epoch + 100_003 * p,
+                                     lengths)
+                      for p in range(max(1, self.mwp2eq_passes) if phase == 1 else 1)]
+            self._key, self._value = (phase, epoch), (encoded, orders)
+        return self._value
+
+
+def joint_train_step(models: JointModels, batches: EpochBatches, optimizers: dict, schedulers: dict,
+                     cfg: OursTrainParams, dropout: float, log: LogWindow, phase: int, start: int,
+                     step: int) -> StepResult:
+    """Global step `step` of `phase` (which began after step `start`): its batch, the phase's step (steps.py), and,
+    in phase 1, the co-trained mwp2eq's passes. Stats: "train_loss" (L_LM per token, the generator's loss as the
+    baselines report theirs), "objective" (what the phase minimises, per token) and the phase's own terms."""
+    epoch, index = divmod(step - 1 - start, batches.per_epoch)
+    encoded, orders = batches.of(phase, epoch)
+    batch = [encoded[i] for i in orders[0][index]]
+    if models.selector is not None:
+        models.selector.requires_grad_(phase == 1)  # phase 2: the selector is frozen
+    if phase == 1:
+        losses = phase1_step(models, batch, optimizers, cfg, dropout)
+        if batches.mwp2eq_passes:
+            passes = [mwp2eq_step(models, [encoded[i] for i in order[index]], optimizers, cfg)["mwp2eq"]
+                      for order in orders[:batches.mwp2eq_passes]]
+            losses["mwp2eq"] = sum(passes) / len(passes)
+    else:
+        losses = phase2_step(models, batch, optimizers, cfg, dropout)
+    for scheduler in schedulers.values():
+        scheduler.step()
+    stats = {"train_loss": losses.pop("lm"), "objective": losses.pop("loss"), **losses}
+    log.add(stats)
+    return StepResult(stats, epoch, index == batches.per_epoch - 1)
+
+
+def measure_parser(models: JointModels, validation: Sequence[JointExample], batches: EpochBatches,
+                   cfg: OursTrainParams, optimizers: dict, target: float | None, seed: int, notes: Notes) -> None:
+    """As phase 2 starts, the co-trained mwp2eq that will drive L_eq: its exact parse accuracy on the validation
+    problems, after it learned up to `target` (the evaluator's, parser_gate.py) when one is given; into `notes`."""
+    if not validation or models.mwp2eq is None or not cfg.equation_loss:
+        return
+    problems, equations = [ex.problem for ex in validation], [ex.equation for ex in validation]
+    if target is None:
+        notes["mwp2eq_val_accuracy"] = parse_accuracy(models.mwp2eq, models.tokenizer, problems, equations,
+                                                      batch_size=16, device=next(models.mwp2eq.parameters()).device)
+    else:
+        encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in batches.examples(2, 0)]
+        notes["mwp2eq_gate"] = reach_parse_accuracy(models, encoded, problems, equations, cfg, optimizers,
+                                                    target=target, seed=seed)
+        notes["mwp2eq_val_accuracy"] = notes["mwp2eq_gate"]["accuracy"]
+    print(f"co-trained mwp2eq: exact parse accuracy {notes['mwp2eq_val_accuracy']:.3f} on the {len(validation)} "
+          f"validation problems as phase 2 starts", flush=True)
 
 
 def train_joint(
@@ -87,161 +169,50 @@ def train_joint(
     the generator end with their best weights (module docstring). `dropout`: keyword dropout (keywords.dropout).
     `mwp2eq_target`: the evaluator's validation parse accuracy, which the co-trained mwp2eq reaches (or spends one
     more epoch trying to) before phase 2 when it drives L_eq; None: measured only.
-    Returns {"history": per-step loss dicts, "val": [{step, phase, val_loss}], "best_steps": {component: step},
-    "mwp2eq_val_accuracy" (None without a mwp2eq or validation), "mwp2eq_gate" (parser_gate's record, or None),
-    "steps": (S1, S2) scheduled, "steps_run": the steps each phase ran (fewer after an early stop), "wall_time_s",
-    "resumed_from"}."""
+    Returns the Trainer's summary (mwpgen/trainer.py: "steps", "best_step", "best_val_loss" of the generator,
+    "final_train_loss", "history" with each step's "phase", "validations", "spans", "timing", ...) and
+    "best_steps": {component: step}, "scheduled_steps": (S1, S2), "steps_run": the steps each phase ran (fewer
+    after an early stop), "mwp2eq_val_accuracy" (None without a mwp2eq or validation), "mwp2eq_gate"
+    (parser_gate's record, or None)."""
     get = examples if callable(examples) else (lambda _p, _e: examples)
-    n = len(get(1, 0))
-    s1, s2 = phase_steps(cfg, n)
+    s1, s2 = phase_steps(cfg, len(get(1, 0)))
     fingerprint = run_fingerprint(cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout, "batching": "length_grouped"})
-    checkpoints = Checkpoints(state_dir, fingerprint, cfg.save_every)
     torch.manual_seed(seed)
     random.seed(seed)
     optimizers = make_optimizers(models, lr=cfg.lr, selector_lr=cfg.selector_lr or cfg.lr)
     schedulers = {k: torch.optim.lr_scheduler.LambdaLR(o, lambda _s: 1.0) for k, o in optimizers.items()}
     modules = _modules(models)
-    chosen = {1: ("selector", 0), 2: ("generator", cfg.patience)}  # each phase's chosen component, its patience
-
-    def phase_stopping(phase: int) -> EarlyStopping:
-        name, patience = chosen[phase]
-        return EarlyStopping({name: modules[name]} if name in modules else {}, patience)
-
-    stopping = phase_stopping(1)
-    run: dict = {"step": 0, "history": [], "val": [], "best_steps": {}, "mwp2eq_val_accuracy": None,
-                 "mwp2eq_gate": None}
-    state = checkpoints.load()
-    if state is not None:
-        for k, m in modules.items():
-            m.load_state_dict(state["models"][k])
-        for k, o in optimizers.items():
-            o.load_state_dict(state["optimizers"][k])
-        for k, sch in schedulers.items():
-            sch.load_state_dict(state["schedulers"][k])
-        run = state["run"]
-        stopping = phase_stopping(1 if run["step"] < s1 else 2)
-        stopping.load_state_dict(state["stopping"])
-        print(f"resuming from {state_dir} at step {run['step']}/{s1 + s2}", flush=True)
-    resumed_from = run["step"]
-    history = run["history"]
-
-    def state_at(step: int) -> dict:
-        return {"run": {**run, "step": step}, "stopping": stopping.state_dict(step),
-                "models": {k: m.state_dict() for k, m in modules.items()},
-                "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
-                "schedulers": {k: sch.state_dict() for k, sch in schedulers.items()}}
-
-    per_epoch = math.ceil(n / cfg.batch_size)
-    # The current epoch's encoded examples and its batch orders: the first is the step's batch; phase 1's co-trained
-    # mwp2eq also reads the same index of the others (fresh seeded orders of the same epoch).
-    epoch_data: dict[tuple[int, int], tuple[list, list]] = {}
+    notes = Notes(mwp2eq_val_accuracy=None, mwp2eq_gate=None)
+    log = LogWindow(log_every, s1 + s2, on_log)
+    resumable = {**modules, **{f"{k}_optimizer": o for k, o in optimizers.items()},
+                 **{f"{k}_scheduler": sch for k, sch in schedulers.items()}, "notes": notes}
+    trainer = Trainer(Checkpoints(state_dir, fingerprint, cfg.save_every), resumable, log, on_step=on_step)
     mwp2eq_passes = cfg.mwp2eq_batches_per_step if cfg.mwp2eq_in_phase1 and models.mwp2eq is not None else 0
+    batches = EpochBatches(models.tokenizer, get, cfg, seed, mwp2eq_passes)
+    validate = (lambda: {"val_loss": context_lm_loss(models, validation, cfg.max_problem_tokens, cfg.threshold,
+                                                     cfg.context_tokens)}) if validation else None
 
-    def train_step(phase: int, start: int, step: int) -> None:
-        epoch, index = divmod(step - 1 - start, per_epoch)
-        if (phase, epoch) not in epoch_data:
-            epoch_data.clear()
-            encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in get(phase, epoch)]
-            # Length-grouped by the generator row's varying part (the context slot has a fixed width).
-            lengths = [len(e.prefix) + len(e.problem.ids) for e in encoded]
-            orders = [seeded_batches(n, cfg.batch_size, seed, phase * 1_009 + epoch + 100_003 * p, lengths)
-                      for p in range(max(1, mwp2eq_passes) if phase == 1 else 1)]
-            epoch_data[(phase, epoch)] = (encoded, orders)
-        encoded, orders = epoch_data[(phase, epoch)]
-        batch = [encoded[i] for i in orders[0][index]]
-        t_step = time.perf_counter()
-        if models.selector is not None:
-            models.selector.requires_grad_(phase == 1)  # phase 2: the selector is frozen
-        if phase == 1:
-            losses = phase1_step(models, batch, optimizers, cfg, dropout)
-            if mwp2eq_passes:
-                passes = [mwp2eq_step(models, [encoded[i] for i in order[index]], optimizers, cfg)["mwp2eq"]
-                          for order in orders[:mwp2eq_passes]]
-                losses["mwp2eq"] = sum(passes) / len(passes)
-        else:
-            losses = phase2_step(models, batch, optimizers, cfg, dropout)
-        for sch in schedulers.values():
-            sch.step()
-        run["step"] = step
-        history.append({"step": step, "phase": phase, "epoch": epoch, "step_s": time.perf_counter() - t_step,
-                        **losses})
-
-    def validate(phase: int, step: int) -> None:
-        loss = context_lm_loss(models, validation, cfg.max_problem_tokens, cfg.threshold, cfg.context_tokens)
-        run["val"].append({"step": step, "phase": phase, "val_loss": loss})
-        if stopping.measure(step, loss) and stopping.modules:
-            run["best_steps"][chosen[phase][0]] = step
-        print(f"step {step} phase {phase}: validation loss {loss:.4f} (best {stopping.best_loss:.4f} at step "
-              f"{stopping.best_step or 0})", flush=True)
-
-    def start_phase2() -> None:
-        """The generator phase 1 left is phase 2's first candidate; the parser that will drive L_eq, measured."""
-        if validation:
-            validate(2, s1)
-            if models.mwp2eq is not None and cfg.equation_loss:
-                problems, equations = [ex.problem for ex in validation], [ex.equation for ex in validation]
-                if mwp2eq_target is None:
-                    run["mwp2eq_val_accuracy"] = parse_accuracy(models.mwp2eq, models.tokenizer, problems, equations,
-                                                                batch_size=16,
-                                                                device=next(models.mwp2eq.parameters()).device)
-                else:
-                    encoded = [encode_joint(models.tokenizer, ex, cfg.max_problem_tokens) for ex in get(2, 0)]
-                    run["mwp2eq_gate"] = reach_parse_accuracy(models, encoded, problems, equations, cfg, optimizers,
-                                                              target=mwp2eq_target, seed=seed)
-                    run["mwp2eq_val_accuracy"] = run["mwp2eq_gate"]["accuracy"]
-                print(f"co-trained mwp2eq: exact parse accuracy {run['mwp2eq_val_accuracy']:.3f} on the "
-                      f"{len(validation)} validation problems as phase 2 starts", flush=True)
-        run["phase2_started"] = True
-
-    def after_step(phase: int, end: int, step: int) -> bool:
-        """Validation when due; at the phase's end (or when it stops early) the chosen component's best weights go
-        on and the state is saved there; the log window. True: the phase stops here."""
-        nonlocal stopping
-        stop = False
-        if validation and ((cfg.eval_every and step % cfg.eval_every == 0) or step == end):
-            validate(phase, step)
-            if stopping.out_of_patience and step != end:
-                print(f"phase {phase}: no better validation loss in {stopping.patience} measurements; "
-                      f"stopping it at step {step}", flush=True)
-                history[-1]["stopped_phase"] = phase
-                stop = True
-        if stop or step == end:
-            stopping.restore()
-            stopping = phase_stopping(2)
-            run["step"] = end
-            if end < s1 + s2 and checkpoints.kept:
-                checkpoints.save(state_at(end))
-        logged = end if stop else step
-        if logged % log_every == 0 or logged == end:
-            window = [h for h in history[-log_every:] if h["phase"] == phase]
-            record = {"step": logged, "phase": phase, "epoch": history[-1]["epoch"]}
-            for key in sorted({k for h in window for k in h} - {"step", "phase", "epoch"}):
-                vals = [h[key] for h in window if key in h]
-                record[key] = sum(vals) / len(vals)
-            print(f"step {logged}/{s1 + s2} phase {phase} " + " ".join(
-                f"{k} {v:.4f}" for k, v in record.items() if k not in ("step", "phase", "epoch")), flush=True)
-            if on_log is not None:
-                on_log(record)
-        return stop
-
-    t0 = time.perf_counter()
     for phase, start, end in ((1, 0, s1), (2, s1, s1 + s2)):
-        if phase == 2 and run["step"] == s1 and s2 and not run.get("phase2_started"):
-            start_phase2()
-        if run["step"] < end:
-            run_steps(max(run["step"], start), end,
-                      step=lambda g, phase=phase, start=start: train_step(phase, start, g),
-                      after_step=lambda g, _ended, phase=phase, end=end: after_step(phase, end, g),
-                      checkpoints=checkpoints, state=state_at, on_step=on_step)  # it ends with run["step"] = end
+        chosen = CHOSEN[phase]
+        stopping = EarlyStopping({chosen: modules[chosen]} if chosen in modules else {},
+                                 cfg.patience if phase == 2 else 0)
+        trainer.fit(partial(joint_train_step, models, batches, optimizers, schedulers, cfg, dropout, log, phase, start),
+                    validate, end=end, stopping=stopping, start=start, tags={"phase": phase},
+                    schedule=ValidationSchedule(every=cfg.eval_every, at_epoch_end=False, at_start=phase == 2),
+                    on_fresh_start=partial(measure_parser, models, validation, batches, cfg, optimizers, mwp2eq_target,
+                                           seed, notes) if phase == 2 else None,
+                    save_at_end=end < s1 + s2)
     for m in modules.values():
         m.eval()
-    steps_run = tuple(sum(h["phase"] == p for h in history) for p in (1, 2))
-    return {"history": history, "val": run["val"], "best_steps": run["best_steps"], "steps": (s1, s2),
-            "mwp2eq_val_accuracy": run["mwp2eq_val_accuracy"], "mwp2eq_gate": run.get("mwp2eq_gate"),
-            "steps_run": steps_run, "wall_time_s": time.perf_counter() - t0, "resumed_from": resumed_from}
+    summary = trainer.summary()
+    best_steps = {CHOSEN[span["phase"]]: span["best_step"] for span in summary["spans"]
+                  if CHOSEN[span["phase"]] in modules and span["best_step"] is not None}
+    steps_run = tuple(sum(h["phase"] == p for h in summary["history"]) for p in (1, 2))
+    return {**summary, "best_steps": best_steps, "scheduled_steps": (s1, s2), "steps_run": steps_run, **notes}
 
 
-LOSS_KEYS = ("lm", "eq", "kl", "mwp2eq", "selected_frac", "written_tokens")
+# Each step's losses in the history (joint_train_step): the generator's L_LM, the phase's objective and its terms.
+LOSS_KEYS = ("train_loss", "objective", "eq", "kl", "mwp2eq", "selected_frac", "written_tokens")
 
 
 def phase_summary(history: Sequence[dict], phase: int, steps_per_epoch: int, window: int) -> dict:

@@ -16,16 +16,18 @@ summary), src_vocab.json, tgt_vocab.json; written into a temp folder beside it, 
 
 from __future__ import annotations
 
+import functools
 import os
 import random
-import time
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from mwpgen import resume
-from mwpgen.loop import Checkpoints, EarlyStopping, run_steps
-from mwpgen.runtime import ProgressLog
+from mwpgen.early_stopping import EarlyStopping
+from mwpgen.log_window import LogWindow
+from mwpgen.resume import Checkpoints
+from mwpgen.trainer import Notes, StepResult, Trainer, ValidationSchedule
 from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
 
 from .checkpoint import save_checkpoint
@@ -189,8 +191,11 @@ def train_seq2seq(
     epoch's end) and at the last step; the weights with the lowest one are the ones kept, and training stops after
     `patience` measurements without a new best (0: never early). With `resume_dir`, the full training state is
     written there every `save_every` steps and a killed run resumes from it (mwpgen/resume.py).
-    Returns {"losses": per-step NLL per token, "val": [(step, NLL)], "best_step", "best_val_loss",
-    "stopped_early", "log", "steps", "epochs", "tokens", "wall_time_s", "checkpoint_dir"}."""
+    One function read top to bottom (set-up, the step, the loop, the save), as nanoGPT's train.py: its length is
+    its signature and this docstring; the loop's bookkeeping is the Trainer's.
+    Returns the Trainer's summary (mwpgen/trainer.py: "steps", "best_step", "best_val_loss", "final_train_loss",
+    "stopped_early", "history" of per-step "train_loss" (NLL per target token), "validations", "log", "timing" with
+    "tokens_per_s"), the settings, "epochs", "tokens" and "checkpoint_dir"."""
     if checkpoint_dir is not None and vocabs is None:
         raise ValueError("saving a checkpoint needs vocabs=(src_vocab, tgt_vocab)")
     if normalization not in ("sents", "tokens"):
@@ -207,41 +212,25 @@ def train_seq2seq(
                             config=getattr(model, "config", None), eval_every=eval_every, patience=patience,
                             data=list(get_examples(0)), validation=list(validation), extra=fingerprint_extra)
     checkpoints = Checkpoints(resume_dir, fp, save_every)
-    stopping = EarlyStopping({"model": model}, patience)
-    progress = ProgressLog(steps, log_every, on_log)
-    # The data position (epoch, batch within it, the batch order's RNG at the epoch's start) and the history.
-    run: dict[str, Any] = {"epoch": 0, "position": 0, "epoch_rng": rng.getstate(), "tokens": 0, "losses": [],
-                           "val": []}
-    state = checkpoints.load()
-    if state is not None:
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        if scheduler is not None:
-            scheduler.load_state_dict(state["scheduler"])
-        stopping.load_state_dict(state["stopping"])
-        progress.load_state_dict(state["progress"])
-        run = state["run"]
-        run["val"] = [tuple(v) for v in run["val"]]
-        print(f"resuming from {resume_dir} at step {len(run['losses'])}/{steps}", flush=True)
+    log = LogWindow(log_every, steps, on_log)
+    # The data position: the epoch, the batch within it, and the batch order's RNG at the epoch's start.
+    cursor = Notes(epoch=0, position=0, epoch_rng=rng.getstate())
+    resumable = {"model": model, "optimizer": opt, "cursor": cursor} | (
+        {"scheduler": scheduler} if scheduler is not None else {})
+    trainer = Trainer(checkpoints, resumable, log)
 
-    def state_at(step: int) -> dict:
-        return {"model": model.state_dict(), "optimizer": opt.state_dict(),
-                "scheduler": scheduler.state_dict() if scheduler is not None else None, "run": run,
-                "stopping": stopping.state_dict(step), "progress": progress.state_dict()}
+    @functools.lru_cache(maxsize=1)  # the current epoch's examples and batches
+    def epoch_batches(epoch: int) -> tuple[Sequence[Example], list[list[int]]]:
+        data = get_examples(epoch)
+        if not data:
+            raise ValueError("no training examples")
+        rng.setstate(cursor["epoch_rng"])
+        return data, make_batches(data, batch_size=batch_size, batch_type=batch_type, rng=rng)
 
-    epoch_data: dict[int, tuple[Sequence[Example], list[list[int]]]] = {}
-
-    def train_step(step: int) -> bool:
-        epoch = run["epoch"]
-        if epoch not in epoch_data:
-            data = get_examples(epoch)
-            if not data:
-                raise ValueError("no training examples")
-            rng.setstate(run["epoch_rng"])
-            epoch_data.clear()
-            epoch_data[epoch] = data, make_batches(data, batch_size=batch_size, batch_type=batch_type, rng=rng)
-        data, batches = epoch_data[epoch]
-        idx = batches[run["position"]]
+    def train_step(step: int) -> StepResult:
+        epoch = cursor["epoch"]
+        data, batches = epoch_batches(epoch)
+        idx = batches[cursor["position"]]
         src, tgt_in, tgt_out = collate([data[i] for i in idx], device)
         loss, nll, n_tok = seq2seq_loss(model(src, tgt_in), tgt_out, label_smoothing=label_smoothing)
         (loss / (len(idx) if normalization == "sents" else max(1, n_tok))).backward()
@@ -253,48 +242,42 @@ def train_seq2seq(
         if scheduler is not None:
             scheduler.step()
         nll_value = nll.item()
-        run["losses"].append(nll_value / max(1, n_tok))
-        progress.add(nll_value, n_tok, n_tok, len(idx))  # the window's loss: NLL per target token
-        run["tokens"] += n_tok
-        progress.step(step, epoch, lr_now)
-        run["position"] += 1
-        if run["position"] < len(batches):
-            return False
-        run.update(epoch=epoch + 1, position=0, epoch_rng=rng.getstate())
-        return True
+        log.add({"train_loss": nll_value}, n_tok, tokens=n_tok, examples=len(idx))  # NLL per target token
+        cursor["position"] += 1
+        epoch_ended = cursor["position"] == len(batches)
+        if epoch_ended:
+            cursor.update(epoch=epoch + 1, position=0, epoch_rng=rng.getstate())
+        return StepResult({"train_loss": nll_value / max(1, n_tok)}, epoch, epoch_ended, lr_now)
 
-    def measure(step: int, epoch_ended: bool) -> bool:
-        """Every `eval_every` steps (0: at each epoch's end) and at the last step; True: patience has run out."""
-        if validation and ((eval_every and step % eval_every == 0) or step == steps or
-                           (not eval_every and epoch_ended)):
-            loss = validation_nll(model, validation, device)
-            run["val"].append((step, loss))
-            stopping.measure(step, loss)
-            print(f"step {step} validation NLL {loss:.4f} (best {stopping.best_loss:.4f} at step "
-                  f"{stopping.best_step})", flush=True)
-        return stopping.out_of_patience
-
-    t_start = time.perf_counter()
-    step = run_steps(len(run["losses"]), steps, step=train_step, after_step=measure,
-                     checkpoints=checkpoints, state=state_at)
-    stopping.restore()
-    # Epochs completed before the last one: an epoch that ended on the run's last step is not counted.
-    epochs = run["epoch"] - (1 if run["position"] == 0 and step > 0 else 0)
-
+    stopping = EarlyStopping({"model": model}, patience)
+    trainer.fit(train_step, (lambda: {"val_loss": validation_nll(model, validation, device)}) if validation else None,
+                end=steps, stopping=stopping,
+                schedule=ValidationSchedule(every=eval_every, at_epoch_end=not eval_every, at_start=False))
     model.eval()
-    wall = time.perf_counter() - t_start
-    summary = {"steps": step, "epochs": epochs, "tokens": run["tokens"], "wall_time_s": wall,
-               "optimizer": optimizer, "lr": lr, "batch_size": batch_size, "batch_type": batch_type,
-               "warmup_steps": warmup_steps if optimizer == "noam" else None, "max_grad_norm": max_grad_norm,
-               "label_smoothing": label_smoothing, "normalization": normalization, "seed": seed,
-               "final_loss": run["losses"][-1] if run["losses"] else None, "val": run["val"],
-               "best_step": stopping.best_step, "best_val_loss": stopping.best_loss if run["val"] else None,
-               "stopped_early": stopping.out_of_patience}
+    result = trainer.summary()
+    # Epochs completed before the last one: an epoch that ended on the run's last step is not counted.
+    epochs = cursor["epoch"] - (1 if cursor["position"] == 0 and result["steps"] > 0 else 0)
+    result["timing"] |= {"tokens_per_s": log.tokens / max(result["timing"]["wall_s"], 1e-9)}
+    result |= {"epochs": epochs, "tokens": log.tokens, "optimizer": optimizer, "lr": lr, "batch_size": batch_size,
+               "batch_type": batch_type, "warmup_steps": warmup_steps if optimizer == "noam" else None,
+               "max_grad_norm": max_grad_norm, "label_smoothing": label_smoothing, "normalization": normalization,
+               "seed": seed}
     if checkpoint_dir is not None:
-        save_checkpoint(checkpoint_dir, model, *vocabs, training=summary)
+        save_checkpoint(checkpoint_dir, model, *vocabs, training=checkpoint_summary(result, stopping))
     checkpoints.remove()
-    return {"losses": run["losses"], "log": progress.records, **summary,
-            "checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else None}
+    return result | {"checkpoint_dir": str(checkpoint_dir) if checkpoint_dir is not None else None}
+
+
+def checkpoint_summary(result: dict, stopping: EarlyStopping) -> dict:
+    """The training summary a checkpoint's config.json keeps, in the layout checkpoints have always had (its names
+    and order: a checkpoint folder is compared byte for byte across runs, wall time aside)."""
+    val = [(v["step"], v["val_loss"]) for v in result["validations"]]
+    return {"steps": result["steps"], "epochs": result["epochs"], "tokens": result["tokens"],
+            "wall_time_s": result["timing"]["wall_s"],
+            **{k: result[k] for k in ("optimizer", "lr", "batch_size", "batch_type", "warmup_steps", "max_grad_norm",
+                                      "label_smoothing", "normalization", "seed")},
+            "final_loss": result["final_train_loss"], "val": val, "best_step": stopping.best_step,
+            "best_val_loss": stopping.best_loss if val else None, "stopped_early": stopping.out_of_patience}
 
 
 @torch.no_grad()

@@ -41,7 +41,7 @@ def main() -> None:
                              mixed_precision=params.train.mixed_precision, checkpoint_dir=args.out,
                              log_every=params.train.log_every, max_steps=0, grad_accum=1, eval_every=0, patience=0,
                              save_every=cfg.save_every, resume_dir=args.out.with_name(args.out.name + "-state"))
-    summary = {k: result[k] for k in ("steps", "tokens", "wall_time_s", "precision")} | {
+    summary = {k: result[k] for k in ("steps", "tokens", "precision")} | {"wall_time_s": result["timing"]["wall_s"],
         "n_train_problems": len(fold.train), "examples_per_epoch": 2 * len(fold.train), "epochs": args.epochs}
     (args.out / "training.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(json.dumps(summary))

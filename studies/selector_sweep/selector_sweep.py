@@ -100,7 +100,7 @@ def run_one(params: Params, data: SweepData, setting: dict, seed: int, steps: in
     return {"setting": label(setting), "seed": seed, **stats, "holds": holds(stats["validation"]),
             "val_loss": context_lm_loss(models, data.val, cfg.max_problem_tokens, cfg.threshold, cfg.context_tokens),
             "selected_first": statistics.fmean(shares[:10]), "selected_last": statistics.fmean(shares[-10:]),
-            "best_step": result["best_steps"].get("selector"), "train_s": round(result["wall_time_s"], 1)}
+            "best_step": result["best_steps"].get("selector"), "train_s": round(result["timing"]["wall_s"], 1)}
 
 
 def choose(rows: list[dict]) -> str | None:
