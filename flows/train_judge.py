@@ -70,8 +70,8 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
     train = subsample(parts["train"], cfg.max_readings, seed)
     validation = subsample(parts["validation"], cfg.max_readings, seed + 1)
     # Built on training-fold and validation readings: refused where they are the fold's test problems.
-    refuse_leaks(train + validation, test_ids(PROJECT_ROOT / "data", dataset, fold), "train_judge",
-                 f"{dataset} fold {fold}")
+    refuse_leaks((r["group"] for r in train + validation), test_ids(PROJECT_ROOT / "data", dataset, fold),
+                 "train_judge", f"{dataset} fold {fold}")
     check_classes(train, "train", [str(LABELS / name) for name in CORPORA])
     check_classes(validation, "validation", sorted({r["source"] for r in parts["validation"]})
                   or [str(LABELS / s) for s in CHOOSING_SETS[1:]])

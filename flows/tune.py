@@ -20,8 +20,8 @@ from flows.evaluate import evaluate
 from flows.generate import generate
 from mwpgen import registry
 from mwpgen.config.schema import Params
-from mwpgen.data.folds import load_fold
-from mwpgen.judge.readings import tuning_candidates
+from mwpgen.data.folds import load_fold, test_ids
+from mwpgen.judge.readings import refuse_leaks, tuning_candidates
 from mwpgen.paths import PROJECT_ROOT
 from mwpgen.training_metrics import curve_csv, log_metrics, training_metrics
 from tasks.tune import tune_ours_bundle
@@ -35,6 +35,8 @@ def tune(params: Params, method: str, dataset: str, fold: int) -> dict:
     model = registry.tuned_model(method)
     base, paths = fold_paths("ours", dataset, fold), fold_paths(model, dataset, fold)
     readings = tuning_candidates(PROJECT_ROOT, cfg.corpora, cfg.candidates_from)
+    # Written for fold 0's training problems, which are folds 1-4's test problems: never scored there.
+    refuse_leaks((r["id"] for r in readings), test_ids(DATA, dataset, fold), "tune", f"{dataset} fold {fold}")
     data = load_fold(DATA, dataset, fold, registry.max_train(params, "ours", dataset), exp.max_test_of(dataset),
                      exp.seed, validation_size=exp.validation_size)
     # The corpus was drawn for this fold's training problems as the split stood then: a reading whose problem is not

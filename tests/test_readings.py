@@ -212,7 +212,7 @@ def test_the_readings_that_fit_and_choose_are_fold_0_training_problems_and_other
         pytest.skip(f"no dataset mirror at {mirror}")
     folds = read_arithmetic_folds(mirror)
     parts = readings(ROOT, CHOOSING_SETS)
-    built_on = parts["train"] + parts["validation"]
+    built_on = [r["group"] for r in parts["train"] + parts["validation"]]
     assert not leaked_problems(built_on, folds[0])
     refuse_leaks(built_on, folds[0], "train_judge", "arithmetic fold 0")
     for k in range(1, 5):

@@ -176,3 +176,23 @@ def test_the_validation_comparison_pairs_a_tuned_model_with_ours_by_equation(tmp
     # equation 3 has no ours candidate: counted in its own share, left out of the paired difference
     assert result["ours-rft greedy"]["right"] == 3 and result["ours-rft greedy"]["minus_baseline"]["n"] == 2
     assert result["ours-rft greedy"]["minus_baseline"]["mean"] == 0.5
+
+
+def test_tune_refuses_a_fold_whose_test_problems_its_readings_were_written_for(tmp_path, monkeypatch):
+    """The corpora are of Arithmetic fold 0's training problems, folds 1-4's test problems: a fold whose test set
+    holds one of them is refused before any model loads."""
+    from prefect.logging import disable_run_logger
+
+    import flows.tune as stage
+    from mwpgen.config.schema import validate_params
+    from mwpgen.io import write_json
+    from mwpgen.judge.readings import tuning_candidates
+    from mwpgen.paths import PROJECT_ROOT
+
+    params = validate_params({})
+    some = tuning_candidates(PROJECT_ROOT, params.tuning.corpora, params.tuning.candidates_from)[0]["id"]
+    write_json(tmp_path / "splits" / "arithmetic.json", {"folds": [[], [some], [], [], []]})
+    monkeypatch.setattr(stage, "DATA", tmp_path)
+    with pytest.raises(ValueError, match=rf"tune: 1 of its readings' problems are test problems of arithmetic fold 1 "
+                                         rf"\(ids {some}\)"), disable_run_logger():
+        stage.tune.fn(params, "rft", "arithmetic", 1)

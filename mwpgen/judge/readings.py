@@ -180,16 +180,17 @@ def readings(root: Path, sets: tuple[str, ...] | None = None,
     return out
 
 
-def leaked_problems(rows: Sequence[dict], test_ids: Iterable[str]) -> list[str]:
-    """The test problems of a fold that readings in `rows` were written for (their `group`s), sorted. In 5-fold
+def leaked_problems(problem_ids: Iterable[str], test_ids: Iterable[str]) -> list[str]:
+    """The test problems of a fold among the dataset problems readings were written for (a reading's `group`, a
+    tuning candidate's `id`), sorted. In 5-fold
     cross-validation one fold's training problems are the other folds' test problems: a judge fitted or chosen, or a
     generator tuned, on readings of fold 0's training equations must not be scored on folds 1-4."""
-    return sorted({str(r["group"]) for r in rows} & {str(i) for i in test_ids}, key=lambda i: (len(i), i))
+    return sorted({str(i) for i in problem_ids} & {str(i) for i in test_ids}, key=lambda i: (len(i), i))
 
 
-def refuse_leaks(rows: Sequence[dict], test_ids: Iterable[str], what: str, fold: str) -> None:
-    """One error when `rows` (readings that fit, choose or tune `what`) were written for test problems of `fold`."""
-    leaked = leaked_problems(rows, test_ids)
+def refuse_leaks(problem_ids: Iterable[str], test_ids: Iterable[str], what: str, fold: str) -> None:
+    """One error when the readings that fit, choose or tune `what` were written for test problems of `fold`."""
+    leaked = leaked_problems(problem_ids, test_ids)
     if leaked:
         raise ValueError(f"{what}: {len(leaked)} of its readings' problems are test problems of {fold} (ids "
                          f"{', '.join(leaked[:5])}{', ...' if len(leaked) > 5 else ''}); nothing fitted, chosen or "
