@@ -111,6 +111,7 @@ def test_per_fold_outputs_are_the_paths_of_mwpgen_paths():
             paths = FoldPaths(ROOT, m, item["dataset"], item["fold"])
             allowed |= {str(getattr(paths, p).relative_to(ROOT)) for p in
                         ("model_dir", "generations", "predictions", "scores", "train_metrics", "train_curve",
+                         "train_timing", "scores_timing",
                          "keywords", "keyword_stats", "oracle", "judge", "judge_metrics")}
         # the judge's measurement of a fold (stage measure_judge)
         allowed |= {str(p.relative_to(ROOT)) for p in measurement_paths(ROOT, item["dataset"], item["fold"])}
