@@ -16,6 +16,7 @@ from mwpgen.config.files import ParamsError
 from mwpgen.config.schema import DATASETS, Params, load_params
 from mwpgen.io import atomic_write_text, read_jsonl, write_json
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
+from tracking.runs import curve_rows, is_timing
 
 DATA = PROJECT_ROOT / "data"
 
@@ -124,8 +125,6 @@ def write_metrics(path: Path, timing_file: Path, metrics: dict) -> dict:
     .scores_timing; a plain DVC out, so `dvc metrics show` stays narrow): its `timing` mapping (as the trainers give
     it), `timings_s`, and every top-level seconds or rate (`wall_s`, `phase1_step_s`, `tokens_per_s`;
     tracking.runs.is_timing). The timing file is written even empty: dvc.yaml declares it. Returns the timings."""
-    from tracking.runs import is_timing
-
     apart = lambda k: k in ("timing", "timings_s") or is_timing(k)
     timing = {**(metrics.get("timing") or {}), **(metrics.get("timings_s") or {}),
               **{k: v for k, v in metrics.items() if apart(k) and k not in ("timing", "timings_s")}}
@@ -139,13 +138,6 @@ def read_metrics(path: Path, timing_file: Path) -> dict:
     from mwpgen.io import read_json
 
     return {**(read_json(timing_file) if timing_file.exists() else {}), **read_json(path)}
-
-
-def curve_rows(curve_csv: str) -> list[dict[str, float | None]]:
-    """The rows of a `step,train_loss,val_loss` curve (an older `loss` column read as train_loss); empty cells None."""
-    lines = [line.split(",") for line in curve_csv.strip().splitlines()]
-    header = ["train_loss" if h == "loss" else h for h in lines[0]] if lines else []
-    return [{h: (float(c) if c != "" else None) for h, c in zip(header, cells)} for cells in lines[1:]]
 
 
 def record_training(run, paths: FoldPaths, metrics: dict, curve_csv: str) -> None:

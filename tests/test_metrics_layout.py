@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from flows.common import curve_rows, read_metrics, record_training, write_metrics
+from flows.common import read_metrics, record_training, write_metrics
+from tracking.runs import curve_rows
 from mwpgen.paths import FoldPaths
 
 

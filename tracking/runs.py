@@ -64,6 +64,13 @@ def metric_key(key: str) -> str:
     return TIME_PREFIX + key.removeprefix("timing.")
 
 
+def curve_rows(curve_csv: str) -> list[dict[str, float | None]]:
+    """The rows of a `step,train_loss,val_loss` curve (an older `loss` column read as train_loss); empty cells None."""
+    lines = [line.split(",") for line in curve_csv.strip().splitlines()]
+    header = ["train_loss" if h == "loss" else h for h in lines[0]] if lines else []
+    return [{h: (float(c) if c != "" else None) for h, c in zip(header, cells)} for cells in lines[1:]]
+
+
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{PROJECT_ROOT / 'mlflow.db'}"
 
