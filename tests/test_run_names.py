@@ -128,9 +128,10 @@ import os, subprocess, sys
 stage = "from tracking.runs import stage_run, client\\n" \\
         "with stage_run(os.environ['DVC_STAGE']) as run:\\n" \\
         "    print(client().get_run(run.run_id).data.tags['mlflow.parentRunId'])"
-for name in ("download", "split"):
-    subprocess.run([sys.executable, "-c", "import os\\n" + stage], check=True,
-                   env={{**os.environ, "DVC_STAGE": name}})
+for experiment in sys.argv[1:] or [None]:  # as a queue worker: one process, several experiments
+    for name in ("download", "split"):
+        subprocess.run([sys.executable, "-c", "import os\\n" + stage], check=True,
+                       env={{**os.environ, "DVC_STAGE": name, **({{"DVC_EXP_NAME": experiment}} if experiment else {{}})}})
 """
 
 
@@ -148,6 +149,11 @@ def test_stages_of_one_plain_dvc_repro_share_one_parent_and_another_repro_gets_a
     parent = store.get_run(first[0])
     assert parent.info.run_name.startswith("dvc repro · ") and parent.info.status == "FINISHED"
     assert parent.data.tags["mwpgen.stage"] == "pipeline" and parent.data.tags["mwpgen.repro"]
+    queued = subprocess.run([str(dvc), "exp-a", "exp-b"], env=env, capture_output=True, text=True, check=True,
+                            cwd=PROJECT_ROOT).stdout.split()
+    assert queued[0] == queued[1] != queued[2] == queued[3]
+    assert store.get_run(queued[2]).info.run_name.startswith("dvc exp run · ")
+    assert store.get_run(queued[2]).info.run_name.endswith(" · exp-b")
 
 
 def test_a_wrapper_names_the_repro_and_a_stage_run_by_hand_has_no_parent(store, monkeypatch):

@@ -113,7 +113,8 @@ def _is_dvc(cmdline: list[str]) -> bool:
 def repro_id() -> str | None:
     """One id per `dvc repro` / `dvc exp run` that runs this stage: MWPGEN_REPRO_ID if a wrapper set it; else, for a
     command DVC runs (DVC_STAGE set), the nearest `dvc` process above this one, by host, pid and start time (a reused
-    pid has another start time). None when no DVC command runs this process."""
+    pid has another start time), and the experiment's name under `dvc exp run` (one queue worker runs many).
+    None when no DVC command runs this process."""
     if os.environ.get(REPRO_ID_ENV):
         return os.environ[REPRO_ID_ENV]
     if not os.environ.get(DVC_STAGE_ENV):
@@ -123,7 +124,9 @@ def repro_id() -> str | None:
     try:
         for process in psutil.Process().parents():
             if _is_dvc(process.cmdline()):
-                return f"{socket.gethostname()}/{process.pid}/{int(process.create_time() * 1000)}"
+                experiment = os.environ.get(DVC_EXP_NAME_ENV)
+                return (f"{socket.gethostname()}/{process.pid}/{int(process.create_time() * 1000)}"
+                        + (f"/{experiment}" if experiment else ""))
     except psutil.Error:
         return None
     return None
