@@ -129,9 +129,10 @@ stage = "from tracking.runs import stage_run, client\\n" \\
         "with stage_run(os.environ['DVC_STAGE']) as run:\\n" \\
         "    print(client().get_run(run.run_id).data.tags['mlflow.parentRunId'])"
 for experiment in sys.argv[1:] or [None]:  # as a queue worker: one process, several experiments
+    named = {{"DVC_EXP_NAME": experiment}} if experiment else {{}}
     for name in ("download", "split"):
         subprocess.run([sys.executable, "-c", "import os\\n" + stage], check=True,
-                       env={{**os.environ, "DVC_STAGE": name, **({{"DVC_EXP_NAME": experiment}} if experiment else {{}})}})
+                       env={{**os.environ, "DVC_STAGE": name, **named}})
 """
 
 
