@@ -16,6 +16,7 @@ from mwpgen.config.files import ParamsError
 from mwpgen.config.schema import DATASETS, Params, load_params
 from mwpgen.io import atomic_write_text, read_jsonl, write_json
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
+from tracking.runs import curve_rows, is_timing
 
 DATA = PROJECT_ROOT / "data"
 
@@ -107,11 +108,34 @@ def fold_keywords(paths: FoldPaths, context: str, split: str) -> dict[str, list[
     return {r["id"]: r[context] for r in read_jsonl(paths.keywords) if r["split"] == split}
 
 
+def write_metrics(path: Path, timing_file: Path, metrics: dict) -> dict:
+    """Write a stage's metrics file without its timings, which go to `timing_file` (FoldPaths.train_timing,
+    .scores_timing; a plain DVC out, so `dvc metrics show` stays narrow): its `timing` mapping (as the trainers give
+    it), `timings_s`, and every top-level seconds or rate (`wall_s`, `phase1_step_s`, `tokens_per_s`;
+    tracking.runs.is_timing). The timing file is written even empty: dvc.yaml declares it. Returns the timings."""
+    apart = lambda k: k in ("timing", "timings_s") or is_timing(k)
+    timing = {**(metrics.get("timing") or {}), **(metrics.get("timings_s") or {}),
+              **{k: v for k, v in metrics.items() if apart(k) and k not in ("timing", "timings_s")}}
+    write_json(path, {k: v for k, v in metrics.items() if not apart(k)})
+    write_json(timing_file, timing)
+    return timing
+
+
+def read_metrics(path: Path, timing_file: Path) -> dict:
+    """A metrics file with its timings merged back in, as the stage computed them (timings first: a metric wins)."""
+    from mwpgen.io import read_json
+
+    return {**(read_json(timing_file) if timing_file.exists() else {}), **read_json(path)}
+
+
 def record_training(run, paths: FoldPaths, metrics: dict, curve_csv: str) -> None:
-    """A training stage's outputs: its curve (plots/train) and metrics file (metrics/train), both logged to the
-    MLflow run with the numeric metrics."""
+    """A training stage's outputs: its curve (plots/train) and metrics file (metrics/train, its timings apart in
+    timing/), all logged to the MLflow run: the numeric metrics (timings as `time/…`) and the curve as step-indexed
+    `train_loss` / `val_loss`, the same names for every trainer, so MLflow charts them across runs."""
     atomic_write_text(paths.train_curve, curve_csv)
-    write_json(paths.train_metrics, metrics)
-    run.metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float))})
+    timing = write_metrics(paths.train_metrics, paths.train_timing, metrics)
+    run.metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k not in timing})
+    run.metrics({f"timing.{k}": v for k, v in timing.items() if isinstance(v, (int, float))})
+    run.curve(curve_rows(curve_csv))
     run.artifact(paths.train_curve)
     run.artifact(paths.train_metrics)

@@ -20,12 +20,12 @@ import time
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_paths, params_or_exit, run_stage, stage_args
+from flows.common import DATA, fold_paths, params_or_exit, run_stage, stage_args, write_metrics
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.metrics import TextScorer, score_generations
-from mwpgen.io import read_generations, write_json, write_jsonl
+from mwpgen.io import read_generations, write_jsonl
 from mwpgen.seq2seq.not_run import read_not_run
 from tracking.runs import fold_run
 
@@ -43,7 +43,8 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
     if reason:  # the report marks the row "not run" with this reason; no score is made up for it
         log.warning("%s on %s fold %d was not run: %s", model, dataset, fold, reason)
         write_jsonl(pred_path, [])
-        write_json(out, {"model": model, "dataset": dataset, "fold": fold, "n": 0, "not_run": reason})
+        write_metrics(out, paths.scores_timing,
+                      {"model": model, "dataset": dataset, "fold": fold, "n": 0, "not_run": reason})
         return {"not_run": reason}
     # Here, not at the top: the parse and the judge import torch (~1 s), which a not-run row does without.
     from mwpgen.judge.rule import judge_predictions
@@ -69,13 +70,14 @@ def evaluate(params: Params, model: str, dataset: str, fold: int) -> dict:
         write_jsonl(pred_path, predictions)
         result = {"model": model, "dataset": dataset, "fold": fold, "n": len(rows), **scores,
                   "timings_s": {**{k: round(v, 3) for k, v in timings.items()}, "parse": round(parse_s, 3)}}
-        write_json(out, result)
+        timing = write_metrics(out, paths.scores_timing, result)  # the timings to timing/, out of `dvc metrics show`
         log.info("%s %s fold %d: BLEU-4 %.3f METEOR %.3f ROUGE-L %.3f ACC-eq %.3f (equivalent %.3f) judged %.3f "
                  "(learned judge: %s) novel %.3f", model, dataset, fold, scores["bleu4"], scores["meteor"],
                  scores["rouge_l"], scores["acc_eq"], scores["acc_eq_equivalent"], scores["consistency_judged"],
                  "none" if "consistency_learned" not in scores else f"{scores['consistency_learned']:.3f}",
                  scores["novelty"])
         run.metrics({k: v for k, v in scores.items() if isinstance(v, (int, float))})
+        run.metrics({f"timing.{k}": v for k, v in timing.items()})
         run.artifact(out)
         run.artifact(pred_path, "predictions")
     return result

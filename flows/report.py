@@ -15,7 +15,7 @@ import re
 
 from prefect import flow, get_run_logger
 
-from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, run_stage, stage_args
+from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, read_metrics, run_stage, stage_args
 from mwpgen import paper, registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
@@ -159,8 +159,9 @@ def report(params: Params) -> dict:
         log.warning("no scores yet, so these cells stay empty: %s", ", ".join(missing))
     scores = [read_json(f) for f in score_files if f.exists()]
     trained = [(m, d, k) for m in (*models, registry.EVALUATOR.name) for d, k in runs] + ablation_models + tuned_models
-    train_metrics = {fold_paths(m, d, k).name: read_json(fold_paths(m, d, k).train_metrics) for m, d, k in trained
-                     if fold_paths(m, d, k).train_metrics.exists() or m == registry.EVALUATOR.name}  # the oracle row
+    trained_paths = [fold_paths(m, d, k) for m, d, k in trained]
+    train_metrics = {p.name: read_metrics(p.train_metrics, p.train_timing) for p in trained_paths
+                     if p.train_metrics.exists() or p.model == registry.EVALUATOR.name}  # the oracle row
     evaluator = {(d, k): train_metrics[fold_paths(registry.EVALUATOR.name, d, k).name] for d, k in runs}
     oracle = [{"model": registry.EVALUATOR.name, "dataset": d, "fold": k,
                **{key: m[key] for key in (*REFERENCE_METRICS, "chance_equation") if key in m}}

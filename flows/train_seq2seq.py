@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args
+from flows.common import (DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args,
+                          write_metrics)
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.io import atomic_write_text, write_json
+from mwpgen.io import atomic_write_text
 from mwpgen.seq2seq.not_run import NOT_RUN_FILE, write_not_run
 from mwpgen.training_metrics import curve_csv, log_metrics, training_metrics
 from tasks.train_seq2seq import train_seq2seq_baseline
@@ -47,7 +48,7 @@ def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
         if result["not_run"]:
             log.warning("%s on %s fold %d NOT RUN: %s", model, dataset, fold, result["not_run"])
             write_not_run(checkpoint, result["not_run"])
-            write_json(out, {"not_run": result["not_run"]})
+            write_metrics(out, paths.train_timing, {"not_run": result["not_run"]})
             atomic_write_text(paths.train_curve, curve_csv([], []))  # DVC's output
             run.tag("mwpgen.not_run", result["not_run"][:5000])
             run.artifact(checkpoint / NOT_RUN_FILE)

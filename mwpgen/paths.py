@@ -56,8 +56,18 @@ class FoldPaths:
         return self._of("results", "scores", suffix=".json")
 
     @property
+    def scores_timing(self) -> Path:
+        """The scoring's timings, kept out of scores (as train_timing)."""
+        return self._of("timing", "results", "scores", suffix=".json")
+
+    @property
     def train_metrics(self) -> Path:
         return self._of("metrics", "train", suffix=".json")
+
+    @property
+    def train_timing(self) -> Path:
+        """The training's timings (seconds, rates), kept out of train_metrics so `dvc metrics show` fits a screen."""
+        return self._of("timing", "metrics", "train", suffix=".json")
 
     @property
     def train_curve(self) -> Path:

@@ -3,9 +3,9 @@
     bash scripts/run.sh python scripts/screenshot_mlflow_ui.py      # -> docs/mlflow_ui/{experiment,plain_link}.png
 
 It makes a scratch sqlite store in a temporary folder with runs of the `mwpgen` experiment, created by
-tracking/runs.py as the stages create them (two `pipeline` runs, each with `<model> x arithmetic` -> `fold 0`
-children holding metrics), starts `mlflow server` on a free loopback port and, each in a fresh Chromium profile (as
-a first visit), saves two pictures:
+tracking/runs.py as the stages create them (two pipeline runs, `pipeline · smoke · all` and `pipeline · default ·
+all`, each with `<model> · arithmetic` -> `<model> · arithmetic · fold 0` children holding metrics), starts
+`mlflow server` on a free loopback port and, each in a fresh Chromium profile (as a first visit), saves two pictures:
   experiment.png   tracking.runs.ui_url: what scripts/mlflow_ui.sh prints, the experiment's runs table;
   plain_link.png   #/experiments/<id>, the experiment's plain link, which MLflow 3.17.2 opens on the side its
                    sidebar switch is on (GenAI by default: the Overview of traces), whatever the experiment's tags.
@@ -45,10 +45,11 @@ def make_store(home: Path) -> str:
     """A scratch store with the mwpgen experiment and two pipeline runs; returns the experiment id."""
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{home / 'mlflow.db'}"
     sys.path.insert(0, str(ROOT))
+    from tracking.provenance import PROFILE_TAG
     from tracking.runs import PARENT_ENV, client, experiment_id, fold_run, stage_run
 
     for profile, scale, wall in (("smoke", 0.2, 621.0), ("default", 1.0, 7491.0)):
-        with stage_run("pipeline", tags={"dvc.targets": "all", "profile": profile}) as pipeline:
+        with stage_run("pipeline", tags={"dvc.targets": "all", PROFILE_TAG: profile}) as pipeline:
             pipeline.params({"profile": profile, "experiment": {"datasets": ["arithmetic"], "folds": [0]}})
             os.environ[PARENT_ENV] = pipeline.run_id
             for model, (bleu, acc) in RUNS.items():

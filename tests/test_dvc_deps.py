@@ -66,8 +66,8 @@ def test_per_fold_outputs_are_the_paths_of_mwpgen_paths():
             paths = FoldPaths(ROOT, m, item["dataset"], item["fold"])
             allowed |= {str(getattr(paths, p).relative_to(ROOT)) for p in
                         ("model_dir", "generations", "predictions", "scores", "train_metrics", "train_curve",
-                         "keywords", "keyword_stats", "oracle", "judge", "judge_metrics", "judge_measurement",
-                         "judge_verdicts")}
+                         "train_timing", "scores_timing", "keywords", "keyword_stats", "oracle", "judge",
+                         "judge_metrics", "judge_measurement", "judge_verdicts")}
         stray = [p for p in _rendered_outputs(stage, item) if p not in allowed]
         assert not stray, f"stage {name}: outputs {stray} are not paths of mwpgen.paths.FoldPaths"
 

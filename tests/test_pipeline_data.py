@@ -75,8 +75,8 @@ def test_stage_runs_are_children_of_the_pipeline_run(project):
     db = sqlite3.connect(dest / "mlflow.db")
     runs = dict(db.execute("select run_uuid, name from runs").fetchall())
     parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
-    pipeline = [r for r, name in runs.items() if name == "pipeline"]
-    assert len(pipeline) == 1
+    pipeline = [r for r, name in runs.items() if name.startswith("pipeline · ")]
+    assert len(pipeline) == 1 and runs[pipeline[0]].endswith(" · split")  # `pipeline · <profile> · <targets>`
     children = sorted(runs[r] for r, p in parents.items() if p == pipeline[0])
     assert children == sorted(DATA_STAGES)
     split_run = next(r for r, name in runs.items() if name == "split" and parents.get(r) == pipeline[0])
