@@ -16,6 +16,7 @@ from mwpgen.config.files import ParamsError
 from mwpgen.config.schema import DATASETS, Params, load_params
 from mwpgen.io import atomic_write_text, read_jsonl, write_json
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
+from tracking.provenance import machine
 from tracking.runs import curve_rows, is_timing
 
 DATA = PROJECT_ROOT / "data"
@@ -117,7 +118,7 @@ def write_metrics(path: Path, timing_file: Path, metrics: dict) -> dict:
     timing = {**(metrics.get("timing") or {}), **(metrics.get("timings_s") or {}),
               **{k: v for k, v in metrics.items() if apart(k) and k not in ("timing", "timings_s")}}
     write_json(path, {k: v for k, v in metrics.items() if not apart(k)})
-    write_json(timing_file, timing)
+    write_json(timing_file, {**timing, "machine": machine()})
     return timing
 
 

@@ -22,7 +22,8 @@ from mwpgen.data.folds import load_fold
 from mwpgen.evaluation.statistics import (BASELINE, FULL_MODEL, REFERENCE_METRICS, ablation_runs, ablation_summary,
                                           deltas_vs_gpt_pre, judge_summary, observed_subsample, reported_datasets,
                                           selection_summary, summary)
-from mwpgen.evaluation.tables import SMOKE_BANNER, mark_subsamples, table2, table3, table4, table5
+from mwpgen.evaluation.tables import (SMOKE_BANNER, folds_table, mark_subsamples, table2, table3, table4,
+                                      table5)
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.judge.readings import LABELLED_FOLD
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
@@ -162,6 +163,8 @@ def report(params: Params) -> dict:
     trained_paths = [fold_paths(m, d, k) for m, d, k in trained]
     train_metrics = {p.name: read_metrics(p.train_metrics, p.train_timing) for p in trained_paths
                      if p.train_metrics.exists() or p.model == registry.EVALUATOR.name}  # the oracle row
+    machines = {(p.model, p.dataset, p.fold): train_metrics[p.name].get("machine") for p in trained_paths
+                if p.name in train_metrics}  # where each model was trained (flows.common.write_metrics)
     evaluator = {(d, k): train_metrics[fold_paths(registry.EVALUATOR.name, d, k).name] for d, k in runs}
     oracle = [{"model": registry.EVALUATOR.name, "dataset": d, "fold": k,
                **{key: m[key] for key in (*REFERENCE_METRICS, "chance_equation") if key in m}}
@@ -190,7 +193,8 @@ def report(params: Params) -> dict:
                   "table3": table3(scores, table2_models, datasets, base_model=base_model),
                   "table4": table4(ablation, TABLE4_ROWS, ab.datasets, judge, base_model=base_model,
                                    trained_judge=trained_judge),
-                  "table5": table5(examples, selection=selection)}
+                  "table5": table5(examples, selection=selection),
+                  "table2_folds": folds_table(scores, machines, table2_models, base_model=base_model)}
         other_profiles = _recorded_sizes(scores, train_metrics, sorted(scored_elsewhere))
         subsampled = {d: (exp.max_train_of(d), exp.max_test_of(d)) for d in exp.datasets
                       if exp.max_train_of(d) or exp.max_test_of(d)}

@@ -19,20 +19,35 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def cpu_supports_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX-BF16): there bf16 autocast trains faster than
-    fp32. Without it oneDNN emulates bf16 and fp32 is the faster choice. Read from the kernel's CPU flags (Linux);
-    where there are none to read (another OS), fp32."""
+def _cpuinfo(cpuinfo: Path) -> tuple[str, set[str]]:
+    """The CPU's model name and flags from the kernel's cpuinfo ("", set() where there is none to read)."""
     try:
         text = cpuinfo.read_text()
     except OSError:
-        return False
-    flags = set()
+        return "", set()
+    name, flags = "", set()
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "flags":
             flags.update(value.split())
-    return bool(flags & BF16_CPU_FLAGS) and torch.backends.mkldnn.is_available()
+        elif key.strip() == "model name" and not name:
+            name = value.strip()
+    return name, flags
+
+
+def cpu_supports_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU computes bf16 natively (AVX512-BF16 or AMX-BF16): there bf16 autocast trains faster than
+    fp32. Without it oneDNN emulates bf16 and fp32 is the faster choice. Read from the kernel's CPU flags (Linux);
+    where there are none to read (another OS), fp32."""
+    return bool(_cpuinfo(cpuinfo)[1] & BF16_CPU_FLAGS) and torch.backends.mkldnn.is_available()
+
+
+def cpu_kind(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """{"cpu": its model name, "kind": "AVX512-BF16" (bf16 autocast), "AVX2-only" (fp32, about half the speed) or
+    "other"}: what a result trained here should say it came from, since the two kinds round differently."""
+    name, flags = _cpuinfo(cpuinfo)
+    kind = "AVX512-BF16" if flags & BF16_CPU_FLAGS else "AVX2-only" if "avx2" in flags else "other"
+    return {"cpu": name or "unknown", "kind": kind}
 
 
 def autocast_dtype(device: str | torch.device, mixed_precision: bool) -> torch.dtype | None:

@@ -13,13 +13,15 @@ TEMPLATES = [
 NAMES, OBJECTS = ["Joan", "Sam", "Mike", "Sara", "Tim"], ["apples", "pencils", "marbles", "cookies"]
 
 
-def synthetic_records(n: int = 40) -> list[dict]:
+def synthetic_records(n: int = 40, id_prefix: str = "") -> list[dict]:
+    """`id_prefix`: for a scratch project that keeps the real blind readings, whose problems are real Arithmetic ids
+    (a synthetic "4" would be taken for the real problem 4 by the leakage checks)."""
     rng = random.Random(0)
     out = []
     for i in range(n):
         template, equation = TEMPLATES[i % len(TEMPLATES)]
         a, b = rng.sample(NAMES, 2)
         text = template.format(a=a, b=b, o=rng.choice(OBJECTS))
-        out.append({"id": str(i + 1), "dataset": "arithmetic", "text": text, "equation": equation,
+        out.append({"id": f"{id_prefix}{i + 1}", "dataset": "arithmetic", "text": text, "equation": equation,
                     "numbers": ["3", "4"], "source_text": text, "source_equation": equation})
     return out

@@ -213,6 +213,16 @@ def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     assert not runtime.cpu_supports_bf16(tmp_path / "absent")
 
 
+def test_a_results_machine_kind_is_read_from_the_cpu_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2 avx512_bf16\n\n"
+                       "processor\t: 1\nmodel name\t: AMD EPYC 9R14\n")
+    assert runtime.cpu_kind(cpuinfo) == {"cpu": "AMD EPYC 9R14", "kind": "AVX512-BF16"}
+    cpuinfo.write_text("model name\t: Intel Xeon\nflags\t\t: fpu sse2 avx2 avx512f\n")
+    assert runtime.cpu_kind(cpuinfo) == {"cpu": "Intel Xeon", "kind": "AVX2-only"}
+    assert runtime.cpu_kind(tmp_path / "absent") == {"cpu": "unknown", "kind": "other"}
+
+
 @pytest.fixture()
 def data_dir(tmp_path) -> Path:
     records = [{"id": str(i), "text": f"problem {i % 40} about things", "equation": "x = num1"} for i in range(60)]

@@ -68,7 +68,7 @@ def add_synthetic_readings(dest, records: list[dict], test_ids: list[str]) -> No
 def project(tmp_path_factory, prefect_api):
     dest = tmp_path_factory.mktemp("project")
     copy_project(dest)
-    records = synthetic_records()
+    records = synthetic_records(id_prefix="syn")
     write_jsonl(dest / "data" / "processed" / "arithmetic.jsonl", records)
     write_json(dest / "data" / "splits" / "arithmetic.json",
                {"dataset": "arithmetic", "n_folds": 5, "seed": 1, "method": "seeded",

@@ -381,3 +381,22 @@ def test_a_dataset_from_another_profile_is_marked_by_the_sizes_its_runs_recorded
     assert observed_subsample(900, 300, n_train_full=18_297, n_test_full=4_614) == (900, 300)
     assert observed_subsample(1_760, 465, n_train_full=1_760, n_test_full=465) is None  # whole fold
     assert observed_subsample(500, 465, n_train_full=1_760, n_test_full=465) == (500, 0)  # training subsample only
+
+
+def test_the_by_fold_table_has_a_row_per_model_and_fold_with_its_machine():
+    from mwpgen.evaluation.tables import folds_table
+
+    scores = [{"model": m, "dataset": "arithmetic", "fold": k, "bleu4": 0.1 + k / 100, "acc_eq": 0.3,
+               "consistency_judged": 0.2} for m in ("gpt_pre", "ours") for k in (0, 1)]
+    scores.append({"model": "seq2seq_rnn_glove", "dataset": "arithmetic", "fold": 0, "not_run": "no GloVe"})
+    machines = {("ours", "arithmetic", 1): {"kind": "AVX2-only", "commit": "abc123", "code_dirty": True},
+                ("gpt_pre", "arithmetic", 0): {"kind": "AVX512-BF16", "gpu": "H200", "commit": "def456"}}
+    group = folds_table(scores, machines, ["seq2seq_rnn_glove", "gpt_pre", "ours"], base_model="smollm2-135m")
+    cells = group.table("Table 2 by fold (arithmetic)").cells()
+    labels = list(cells)
+    assert len(labels) == 4 and labels[0].endswith("fold 0") and "GPT-pre" in labels[0]
+    ours1 = cells[labels[3]]
+    assert (ours1["BLEU-4"], ours1["ACC-eq"], ours1["METEOR"]) == ("0.110", "0.300", "")
+    assert (ours1["CPU kind"], ours1["commit"]) == ("AVX2-only", "abc123 (dirty)")
+    assert cells[labels[0]]["CPU kind"] == "AVX512-BF16 (H200)"
+    assert cells[labels[2]]["CPU kind"] == ""  # recorded before machines were

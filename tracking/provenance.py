@@ -88,6 +88,24 @@ def active_profile(params_path: Path = PROJECT_ROOT / "params.yaml",
 
 
 @lru_cache(maxsize=1)
+def machine() -> dict:
+    """Where and from what code a stage computed: the CPU and its kind (mwpgen.runtime.cpu_kind), the GPU if one is
+    used, the commit and whether the code differed from it. Kept beside a stage's timings (flows.common.write_metrics),
+    so every per-fold row says which machine and commit it came from."""
+    import torch
+
+    from mwpgen.runtime import cpu_kind
+
+    out = cpu_kind()
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(0)
+    commit, dirty = git_commit(), dirty_paths()
+    out["commit"] = commit[:12] if commit else "unknown"
+    out["code_dirty"] = bool(dirty) if dirty is not None else None
+    return out
+
+
+@lru_cache(maxsize=1)
 def run_tags() -> dict[str, str]:
     """Tags every run of this process carries (computed once: a stage's runs share its code and params)."""
     tags = {PROFILE_TAG: active_profile()}

@@ -624,3 +624,36 @@ def _selection_caption(dataset: str, st: dict | None) -> str:
             f"problem (median; mean {st['words_mean']:.1f}), none for {st['none_share']:.1%} of them; "
             f"{st['in_nouns']:.1%} of the selected words are among the problem's noun keywords and "
             f"{st['in_tfidf']:.1%} among its TF-IDF top 5 (the paper's Table 5: 2-8 words).")
+
+
+# --- per fold -----------------------------------------------------------------------------------------------------
+
+FOLD_METRICS = ("bleu4", "meteor", "rouge_l", "acc_eq", "acc_eq_equivalent", "consistency_judged")
+
+
+def folds_table(scores: Sequence[dict], machines: dict[tuple[str, str, int], dict], models: Sequence[str], *,
+                base_model: str) -> TableGroup:
+    """Every (model, fold) row of Table 2 on its own, per dataset, with the machine and commit that trained it
+    (`machines`: (model, dataset, fold) -> tracking.provenance.machine, as the training stage recorded it; absent
+    for a run recorded before machines were): what the folds' mean ± std of Table 2 is made of."""
+    columns = [Column(METRIC_NAMES[m], METRIC_NAMES[m]) for m in FOLD_METRICS] + \
+        [Column("CPU kind", "CPU kind"), Column("commit", "commit")]
+    by_key = {(s["model"], s["dataset"], int(s["fold"])): s for s in scores if not s.get("not_run")}
+    tables = []
+    for dataset in dict.fromkeys(s["dataset"] for s in by_key.values()):
+        rows = []
+        for model in models:
+            for fold in sorted(k for m, d, k in by_key if (m, d) == (model, dataset)):
+                s, where = by_key[(model, dataset, fold)], machines.get((model, dataset, fold)) or {}
+                cells = [Cell([float(s[m])]).text() if s.get(m) is not None else "" for m in FOLD_METRICS]
+                kind = where.get("kind", "")
+                rows.append((f"{model_label(model, base_model)}, fold {fold}",
+                             cells + [f"{kind} ({where['gpu']})" if where.get("gpu") else kind,
+                                      where.get("commit", "") + (" (dirty)" if where.get("code_dirty") else "")]))
+        tables.append(Table(f"Table 2 by fold ({dataset})", f"{dataset}: each model on each fold it ran, as the "
+                            "fold's scores file has it; CPU kind and commit: where the model was trained.", columns,
+                            rows, corner="model, fold"))
+    return TableGroup("Table 2 by fold", tables, [
+        "Table 2's cells are the mean ± population std of these rows. Results of one CPU kind are bit for bit the "
+        "same when retrained there; AVX512-BF16 trains in bf16 autocast, AVX2-only in fp32, so the two round "
+        "differently (README says by how much where it was measured)."])
