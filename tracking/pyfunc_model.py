@@ -64,8 +64,8 @@ from mlflow.protos.databricks_pb2 import (DEADLINE_EXCEEDED, INTERNAL_ERROR, INV
 from mlflow.pyfunc import PythonModel
 from mlflow.types.schema import ColSpec, Map, Schema
 
-from mwpgen.generate.cli import MLFLOW_MODEL_NAME
 from mwpgen.generate.request import FIELDS, MAX_N, MAX_VERIFY, RequestError, parse_request
+from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
 from mwpgen.paths import PROJECT_ROOT
 from tracking.runs import client, experiment_id, tracking_uri
 
@@ -258,7 +258,7 @@ def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name
     run = c.get_run(run_id)
     # Created here, in the run's experiment: Model.log alone would file it under the process's active experiment.
     logged = c.create_logged_model(run.info.experiment_id, name, source_run_id=run_id, params=run.data.params,
-                                   tags={"dataset": dataset, "fold": str(fold)}, model_type="mwpgen-ours")
+                                   tags={"dataset": dataset, "fold": str(fold)}, model_type=MLFLOW_MODEL_NAME)
     info = Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id, model_id=logged.model_id,
                      registered_model_name=name, python_model=str(SERVED_MODEL_CODE),
                      artifacts={"bundle": str(bundle_dir), **({"judge": str(judge_dir)} if judge_dir else {})},
