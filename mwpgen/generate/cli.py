@@ -29,13 +29,16 @@ import traceback
 from pathlib import Path
 from typing import Sequence
 
-from mwpgen.generate.cli_errors import DEBUG_ENV, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, CliError
+from mwpgen.generate.cli_errors import DEBUG_ENV, EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.cli_requests import Numbered, named, read_requests
 from mwpgen.generate.model_resolution import check_judge, resolve_judge, resolve_model, verifies
-from mwpgen.generate.output_file import PARTIAL_SUFFIX, Sink, check_output, judge_identity, open_sink, run_fingerprint
+from mwpgen.generate.output_checks import check_output_place, check_resume
+from mwpgen.generate.output_file import PARTIAL_SUFFIX, Sink, judge_identity, open_sink, run_fingerprint
 from mwpgen.generate.output_format import FORMATS, Format
+from mwpgen.generate.output_lock import OutputLock
 from mwpgen.generate.request import DECODINGS, NUMBER_MODES, RequestError
 from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
+from mwpgen.generate.stop_signals import how_stopped, sigterm_as_interrupt
 
 EXAMPLES = f"""examples:
   mwpgen generate --equation "x = 12 - 5" --context "apples basket" -n 2
@@ -49,10 +52,12 @@ optionally, any of n, seed, numbers, verify, decoding, top_p, temperature, num_b
 given on the command line are the defaults of every request).
 
 output: problems are written request by request as they are ready; with --output FILE an interrupted or failed
-run continues with --resume (FILE.partial marks an unfinished FILE).
+run continues with --resume (FILE.partial marks an unfinished FILE; FILE.lock, the run writing it; FILE.dropped
+keeps what --resume cut after the last complete request).
 
 exit codes: 0 done (a request whose samples repeat each other gets fewer problems than its n, said on stderr),
-1 the model could not be loaded or generation failed, 2 bad input (the message names it), 130 interrupted."""
+1 the model could not be loaded or generation failed, 2 bad input (the message names it), 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM; the same message, and --resume continues an --output FILE)."""
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -139,18 +144,28 @@ def generate_command(args: argparse.Namespace) -> int:
     requests = read_requests(args)
     check_device(args.device)
     check_judge(args.judge, requests)
-    if not check_output(args):
-        return 0
+    check_output_place(args)
+    lock = OutputLock(args.output).acquire() if args.output is not None else None
+    try:
+        return generate_into_output(args, requests) if check_resume(args) else 0
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def generate_into_output(args: argparse.Namespace, requests: Sequence[Numbered]) -> int:
+    """The run, with the output checked (and, for --output FILE, held by this run)."""
     model = resolve_model(args.model)
     # The judge only reads --verify's candidates: without one, it is not loaded.
     judge = resolve_judge(args.judge, args.model, model) if verifies(requests) else None
     sink = open_sink(args, requests, run_fingerprint(args, requests, judge_identity(judge, model)))
     try:
         return write_problems(args, requests, sink, model, judge)
-    except KeyboardInterrupt:
-        print(f"mwpgen: interrupted after {sink.done} of {len(requests)} requests "
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (stop_signals)
+        stopped, code = how_stopped(e)
+        print(f"mwpgen: {stopped} after {sink.done} of {len(requests)} requests "
               f"({sink.written() if sink.done else 'none written'})", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return code
     finally:
         sink.close()
 
@@ -199,15 +214,17 @@ def answer_one(service, item: Numbered, index: int, total: int, sink: Sink) -> l
 def main(argv: Sequence[str] | None = None) -> int:
     debug = os.environ.get(DEBUG_ENV) == "1"
     try:
-        args = build_parser().parse_args(argv)
-        return generate_command(args)
+        with sigterm_as_interrupt():
+            args = build_parser().parse_args(argv)
+            return generate_command(args)
     except CliError as e:
         message, code = str(e), e.code
     except RequestError as e:
         message, code = str(e), EXIT_BAD_INPUT
-    except KeyboardInterrupt:  # before any request was read
-        print("mwpgen: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:  # before the model was loaded
+        stopped, code = how_stopped(e)
+        print(f"mwpgen: {stopped}", file=sys.stderr)
+        return code
     except Exception as e:  # a bug or a broken environment: still one line, the traceback on request
         if debug:
             traceback.print_exc()

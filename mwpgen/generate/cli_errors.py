@@ -5,6 +5,7 @@ from __future__ import annotations
 
 DEBUG_ENV = "MWPGEN_DEBUG"  # =1: a traceback beside the one line
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM: stopped by a SIGTERM, reported as a Ctrl-C is (stop_signals.py)
 
 
 class CliError(Exception):

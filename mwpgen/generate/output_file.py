@@ -20,6 +20,7 @@ from mwpgen.generate.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.model_resolution import RULE
 
 PARTIAL_SUFFIX = ".partial"  # FILE.partial: the progress marker of an unfinished --output FILE
+DROPPED_SUFFIX = ".dropped"  # FILE.dropped: what --resume cut from FILE after its last complete request
 
 
 class Sink:
@@ -58,6 +59,7 @@ class FileSink(Sink):
     def __init__(self, path: Path, fingerprint: str, total: int):
         super().__init__(open(path, "a", encoding="utf-8", newline=""))
         self.path, self.marker, self.fingerprint, self.total = path, partial_marker(path), fingerprint, total
+        self.marked = 0  # requests complete as the marker on disk says: what a failed write still keeps
 
     @classmethod
     def fresh(cls, path: Path, fingerprint: str, total: int) -> "FileSink":
@@ -66,11 +68,15 @@ class FileSink(Sink):
 
     @classmethod
     def resumed(cls, path: Path, fingerprint: str, total: int, state: dict) -> "FileSink":
-        with open(path, "r+b") as f:  # drop a request cut off half-written: only the marked bytes are complete
+        """FILE cut back to the marker's complete requests; what followed them (a request cut off half-written, or
+        lines added since) is moved to FILE.dropped and said, never dropped unseen."""
+        keep_dropped(path, state["bytes"])
+        with open(path, "r+b") as f:
             # no request complete: start again from nothing, since the format's start is written again at done 0
             f.truncate(state["bytes"] if state["done"] else 0)
         sink = cls(path, fingerprint, total)
-        sink.done, sink.any_written = state["done"], bool(state.get("any_written"))
+        sink.done = sink.marked = state["done"]
+        sink.any_written = bool(state.get("any_written"))
         return sink
 
     def start(self, text: str) -> None:
@@ -87,26 +93,65 @@ class FileSink(Sink):
         self.marker.unlink(missing_ok=True)
 
     def write(self, text: str) -> None:
-        super().write(text)
-        os.fsync(self.stream.fileno())  # the marker must never count bytes that a crash could still lose
+        try:
+            super().write(text)
+            os.fsync(self.stream.fileno())  # the marker must never count bytes that a crash could still lose
+        except OSError as e:  # a full disk, a vanished mount: the requests already marked stay resumable
+            raise self.write_failed(self.path, e) from None
 
     def save_marker(self) -> None:
         state = {"fingerprint": self.fingerprint, "requests": self.total, "done": self.done,
                  "bytes": self.stream.tell(), "any_written": self.any_written}
         tmp = self.marker.with_name(self.marker.name + ".tmp")
-        tmp.write_text(json.dumps(state) + "\n", encoding="utf-8")
-        os.replace(tmp, self.marker)  # atomic: a reader sees the old marker or the new one, never half of one
+        try:
+            tmp.write_text(json.dumps(state) + "\n", encoding="utf-8")
+            os.replace(tmp, self.marker)  # atomic: a reader sees the old marker or the new one, never half of one
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise self.write_failed(self.marker, e) from None
+        self.marked = self.done
+
+    def write_failed(self, where: Path, e: OSError) -> CliError:
+        """The error to raise for a failed write; with no request complete, FILE and its marker are removed (they
+        hold nothing to keep, and a marker without its start would mislead --resume)."""
+        if self.marked:
+            kept = f"the first {self.marked} of {self.total} requests are kept in {self.path}; --resume continues"
+        else:
+            kept = "no request was complete, so nothing is kept; run it again"
+            for leftover in (self.path, self.marker):
+                try:
+                    leftover.unlink(missing_ok=True)
+                except OSError:
+                    pass
+        return CliError(f"could not write {where} ({e.strerror or e}): {kept}", EXIT_FAILED)
 
     def written(self) -> str:
         return f"written to {self.path}; continue with --resume"
 
     def close(self) -> None:
         if not self.stream.closed:
-            self.stream.close()
+            try:
+                self.stream.close()
+            except OSError:  # the failed write's buffer, flushed again: already reported by write_failed
+                pass
 
 
 def partial_marker(path: Path) -> Path:
     return path.with_name(path.name + PARTIAL_SUFFIX)
+
+
+def keep_dropped(path: Path, complete_bytes: int) -> None:
+    """The bytes of FILE after its last complete request appended to FILE.dropped, and said on stderr."""
+    with open(path, "rb") as f:
+        f.seek(complete_bytes)
+        tail = f.read()
+    if not tail:
+        return
+    dropped = path.with_name(path.name + DROPPED_SUFFIX)
+    with open(dropped, "ab") as f:
+        f.write(tail)
+    print(f"mwpgen: --resume: {path} held {len(tail)} bytes after its last complete request (a request cut off, or "
+          f"lines added since the run stopped); moved them to {dropped}", file=sys.stderr)
 
 
 def judge_identity(judge: Path | None, model: Path) -> str:
@@ -133,26 +178,6 @@ def run_fingerprint(args: argparse.Namespace, requests: Sequence, judge: str = R
     return hashlib.sha256("\n".join(map(str, described)).encode()).hexdigest()
 
 
-def check_output(args: argparse.Namespace) -> bool:
-    """--output and --resume as bad input before any model is fetched or loaded; False when --resume finds the run
-    already finished (nothing to do)."""
-    if args.output is None:
-        if args.resume:
-            raise CliError("--resume needs --output FILE (the file the stopped run wrote)", EXIT_BAD_INPUT)
-        return True
-    path, marker = args.output, partial_marker(args.output)
-    if path.is_dir():
-        raise CliError(f"--output {path} is a directory; give a file", EXIT_BAD_INPUT)
-    if not args.resume and marker.exists():
-        raise CliError(f"--output {path} holds an unfinished run ({marker.name}); continue it with --resume, or "
-                       "remove both files to start again", EXIT_BAD_INPUT)
-    if args.resume and not marker.exists() and path.exists():
-        print(f"mwpgen: nothing to resume: {path} has no {marker.name}, so the run that wrote it finished",
-              file=sys.stderr)
-        return False
-    return True
-
-
 def open_sink(args: argparse.Namespace, requests: Sequence, fingerprint: str) -> Sink:
     """Where the problems go (check_output has passed): stdout, a fresh FILE, or the FILE of the run --resume
     continues, which must have been started with the same `fingerprint` (run_fingerprint)."""
@@ -160,7 +185,10 @@ def open_sink(args: argparse.Namespace, requests: Sequence, fingerprint: str) ->
         return Sink(sys.stdout)
     path, marker = args.output, partial_marker(args.output)
     if not args.resume or not marker.exists():
-        return FileSink.fresh(path, fingerprint, len(requests))
+        try:
+            return FileSink.fresh(path, fingerprint, len(requests))
+        except OSError as e:
+            raise CliError(f"--output {path}: cannot write it ({e.strerror or e})", EXIT_FAILED) from None
     state = read_marker(marker)
     if state.get("fingerprint") != fingerprint:
         raise CliError(f"--resume: {path} was started with other requests, options, model, judge or format; resume "
