@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "first (default 0: no check)")
     how.add_argument("--decoding", choices=DECODINGS, help="default top_p")
     how.add_argument("--top-p", dest="top_p", help="nucleus mass (default 0.9)")
-    how.add_argument("--temperature", help="default 1.0")
+    how.add_argument("--temperature", help="0.01 to 10 (default 1.0)")
     how.add_argument("--num-beams", dest="num_beams", help="beams for --decoding beam (default 4)")
     how.add_argument("--max-new-tokens", dest="max_new_tokens", help="default 80")
     where = g.add_argument_group("model and output")

@@ -55,6 +55,10 @@ MAX_NUMBER_TEXT = 40  # characters of a number field written as text; every fiel
 AUTO_RANGE = range(2, 21)  # 1 is a declared constant (the complement), so it is never drawn
 AUTO_TRIES = 1000
 MAX_AUTO_ANSWER = 10**6
+# Sampling divides the logits by the temperature: far below this they overflow to inf and the probabilities to NaN
+# (1e-300 did); 0.01 already samples the most likely token almost always (decoding greedy is the exact form).
+MIN_TEMPERATURE = 0.01
+MAX_REQUEST_FILE_BYTES = 64 * 2**20  # a request file is read whole and checked before any model loads
 DECODINGS = ("top_p", "greedy", "beam")
 NUMBER_MODES = ("given", "auto")
 _NUM_TOKEN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_])num(\d+)(?![A-Za-z0-9_])")
@@ -267,12 +271,13 @@ def parse_request(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None = N
     equation, values = read_equation(merged.get("equation"))
     out: dict[str, Any] = {"equation": equation, "given": str(merged["equation"]).strip(), "values": values,
                            "context": read_context(merged.get("context"))}
-    limits = {"n": (int, 1, MAX_N), "seed": (int, 0, 2**32 - 1), "verify": (int, 0, MAX_VERIFY),
-              "num_beams": (int, 1, 16), "max_new_tokens": (int, 1, 256), "temperature": (float, 0, 10),
-              "top_p": (float, 0, 1)}
-    for name, (kind, lo, hi) in limits.items():
+    limits = {"n": (int, 1, MAX_N, False), "seed": (int, 0, 2**32 - 1, False),
+              "verify": (int, 0, MAX_VERIFY, False), "num_beams": (int, 1, 16, False),
+              "max_new_tokens": (int, 1, 256, False), "temperature": (float, MIN_TEMPERATURE, 10, False),
+              "top_p": (float, 0, 1, True)}  # (kind, lowest, highest, lowest excluded)
+    for name, (kind, lo, hi, lo_open) in limits.items():
         if name in merged:
-            out[name] = _number(name, merged[name], kind, lo, hi, lo_open=kind is float)
+            out[name] = _number(name, merged[name], kind, lo, hi, lo_open=lo_open)
     if "decoding" in merged:
         out["decoding"] = _choice("decoding", merged["decoding"], DECODINGS)
     if "numbers" in merged:
@@ -304,10 +309,7 @@ def read_request_file(path: str | Path) -> list[tuple[str, dict]]:
     kind = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}.get(path.suffix.lower())
     if kind is None:
         raise RequestError("input", f"{path}: unknown request file type {path.suffix!r} (use .csv or .jsonl)")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise RequestError("input", f"{path}: {e.strerror or e}") from None
+    data = _read_bounded(path)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -317,6 +319,22 @@ def read_request_file(path: str | Path) -> list[tuple[str, dict]]:
     if not records:
         raise RequestError("input", f"{path} has no requests")
     return records
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes, at most MAX_REQUEST_FILE_BYTES: a huge or endless file (a link to /dev/zero) is refused
+    after reading one byte past the limit, never read whole."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_REQUEST_FILE_BYTES + 1)
+    except OSError as e:
+        raise RequestError("input", f"{path}: {e.strerror or e}") from None
+    if len(data) > MAX_REQUEST_FILE_BYTES:
+        limit = MAX_REQUEST_FILE_BYTES
+        size = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
+        raise RequestError("input", f"{path} is larger than {size} (the limit of a request file, read whole before "
+                           "any model loads); split it")
+    return data
 
 
 def _csv_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
@@ -372,6 +390,9 @@ def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             raise RequestError("input", f"{where}: not JSON ({e.msg} at column {e.colno})") from None
         except _DuplicateKey as e:
             raise RequestError("input", f"{where}: key {e.key!r} is given twice in one object; keep one") from None
+        except RecursionError:  # json nests one Python call per bracket: 100,000 brackets exhaust the stack
+            raise RequestError("input", f"{where}: nested too deeply to read (a request is one flat object)") \
+                from None
         if not isinstance(record, dict):
             raise RequestError("input", f"{where}: expected a JSON object, got {type(record).__name__}")
         yield where, record
