@@ -77,3 +77,22 @@ def test_a_request_file_past_the_limit_is_refused(monkeypatch, tmp_path):
         read_request_file(path)
     path.write_text("equation,context\n" + "x = 12 - 5,apples\n" * 2)  # 53 bytes: read
     assert len(read_request_file(path)) == 2
+
+
+# ---------------------------------------------------------------------------------------------- 15. auto numbers
+
+def test_numbers_auto_names_the_cap_when_the_answer_is_always_above_it(capsys, monkeypatch):
+    _no_model(monkeypatch)
+    ten = " * ".join(f"num{k}" for k in range(1, 11))  # at least 2 * 3 * ... * 11 = 39,916,800
+    code, out, err = run_cli(capsys, "--equation", f"x = {ten}", "--context", "apples", "--numbers", "auto")
+    _one_line_error(code, out, err, "is above 1,000,000, the largest answer --numbers auto gives, for every one of "
+                    "1000 draws")
+    assert "whole number" not in err
+
+
+def test_numbers_auto_on_an_equation_without_a_value_says_so_and_not_to_write_numbers(capsys, monkeypatch):
+    _no_model(monkeypatch)
+    code, out, err = run_cli(capsys, "--equation", "x = num1 / (num2 - num2)", "--context", "apples", "--numbers",
+                             "auto")
+    _one_line_error(code, out, err, "has no value for any of 1000 draws (a division by zero")
+    assert "correct the equation" in err and "write the numbers into the equation" not in err

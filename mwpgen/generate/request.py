@@ -418,17 +418,38 @@ def auto_numbers(equation: str, seed: int) -> dict[str, int]:
         raise RequestError("numbers", f"auto draws at most {len(AUTO_RANGE)} numbers; this equation has {len(names)}")
     symbols = normalize_equation(equation)
     rng = random.Random(seed)
+    misses: dict[str, int] = {}  # why each draw failed, to name the real cause if every one does
     for _ in range(AUTO_TRIES):
         values = dict(zip(names, rng.sample(AUTO_RANGE, len(names))))
         try:
             x = arithmetic.value(symbols, values)
-        except (arithmetic.Undefined, arithmetic.TooLarge):
+        except arithmetic.Undefined:
+            misses["undefined"] = misses.get("undefined", 0) + 1
+            continue
+        except arithmetic.TooLarge:
+            misses["too large"] = misses.get("too large", 0) + 1
             continue
         if 0 < x <= MAX_AUTO_ANSWER and x.denominator == 1:
             return values
-    raise RequestError("numbers", f"no distinct integers {AUTO_RANGE.start}..{AUTO_RANGE.stop - 1} make x in "
-                       f"{equation!r} a positive whole number ({AUTO_TRIES} tries); write the numbers into the "
-                       "equation instead (x = 12 - 5)")
+        miss = "not positive" if x <= 0 else "not whole" if x.denominator != 1 else "too large"
+        misses[miss] = misses.get(miss, 0) + 1
+    raise RequestError("numbers", _no_draw_message(equation, misses))
+
+
+def _no_draw_message(equation: str, misses: Mapping[str, int]) -> str:
+    """Why --numbers auto found no numbers, by the cause of the failed draws: an equation with no value for any
+    numbers (a division by num2 - num2) is not helped by writing numbers in, and an answer above the cap names it."""
+    if set(misses) == {"undefined"}:
+        return (f"x in {equation!r} has no value for any of {AUTO_TRIES} draws (a division by zero, such as by "
+                "num2 - num2, whatever the numbers, or a power that is not a whole number); correct the equation")
+    if set(misses) == {"too large"}:
+        return (f"x in {equation!r} is above {MAX_AUTO_ANSWER:,}, the largest answer --numbers auto gives, for every "
+                f"one of {AUTO_TRIES} draws of distinct integers {AUTO_RANGE.start}..{AUTO_RANGE.stop - 1}; write the "
+                "numbers into the equation instead (x = 12 - 5)")
+    causes = ", ".join(f"{n} {why}" for why, n in sorted(misses.items(), key=lambda kv: -kv[1]))
+    return (f"no distinct integers {AUTO_RANGE.start}..{AUTO_RANGE.stop - 1} make x in {equation!r} a positive whole "
+            f"number up to {MAX_AUTO_ANSWER:,} ({AUTO_TRIES} tries: x was {causes}); write the numbers into the "
+            "equation instead (x = 12 - 5)")
 
 
 def format_number(value: Fraction) -> str:
