@@ -176,3 +176,16 @@ def test_resume_says_what_it_cuts_and_keeps_it(capsys, monkeypatch, bundle, tmp_
     assert f"mwpgen: --resume: {out} held 12 bytes after its last complete request" in err
     assert (tmp_path / "o.csv.dropped").read_text() == "my own note\n"
     assert "my own note" not in out.read_text() and len(out.read_text().splitlines()) == 4
+
+
+# ---------------------------------------------------------------------------------------------- 16. glued tokens
+
+def test_a_number_token_glued_to_a_word_is_filled_with_its_space_put_back():
+    from mwpgen.generate.request import fill_numbers
+
+    text, numbers = fill_numbers("Tom put num2 apples in the basketnum1 . How many ?", {"num1": "12", "num2": "5"},
+                                 seed=0)
+    assert text == "Tom put 5 apples in the basket 12 . How many ?" and numbers == {"num1": "12", "num2": "5"}
+    text, numbers = fill_numbers("A jarnum3 holds num1 .", {"num1": "12"}, seed=0)  # a glued distractor too
+    assert "num" not in text and set(numbers) == {"num1", "num3"} and text.startswith("A jar ")
+    assert fill_numbers("num1_a and 4num1", {"num1": "12"}, seed=0)[0] == "num1_a and 4num1"  # not number tokens

@@ -62,6 +62,9 @@ MAX_REQUEST_FILE_BYTES = 64 * 2**20  # a request file is read whole and checked 
 DECODINGS = ("top_p", "greedy", "beam")
 NUMBER_MODES = ("given", "auto")
 _NUM_TOKEN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_])num(\d+)(?![A-Za-z0-9_])")
+# What fill_numbers fills: also a token the generator glued to the word before it ("basketnum1": no space token
+# between them), filled with the space put back ("basket 12")
+_NUM_TOKEN_TO_FILL = re.compile(r"(?<![0-9_])num(\d+)(?![A-Za-z0-9_])")
 _CONSTANTS = {Fraction(c) for c in DEFAULT_CONSTANTS}
 
 
@@ -467,12 +470,17 @@ def fill_numbers(masked_text: str, values: Mapping[str, str], seed: int) -> tupl
     values = dict(values)
     used = {number_value(v) for v in values.values()}
     rng = random.Random(seed)
-    for k in sorted(set(_NUM_TOKEN_IN_TEXT.findall(masked_text)), key=int):
+    for k in sorted(set(_NUM_TOKEN_TO_FILL.findall(masked_text)), key=int):
         if f"num{k}" not in values:
             free = [v for v in AUTO_RANGE if Fraction(v) not in used] or list(AUTO_RANGE)
             values[f"num{k}"] = str(rng.choice(free))
             used.add(Fraction(values[f"num{k}"]))
-    text = _NUM_TOKEN_IN_TEXT.sub(lambda m: values[f"num{m.group(1)}"], masked_text)
+
+    def number(m: re.Match) -> str:
+        glued = m.start() > 0 and masked_text[m.start() - 1].isalpha()
+        return (" " if glued else "") + values[f"num{m.group(1)}"]
+
+    text = _NUM_TOKEN_TO_FILL.sub(number, masked_text)
     return text, {k: values[k] for k in sorted(values, key=lambda t: int(t[3:]))}
 
 
