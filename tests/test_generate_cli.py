@@ -316,9 +316,9 @@ def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_
 
     service = Service.load(bundle, "cpu")
     parses = iter(["x = num1 - num2", "x = num1 + num2"] * 10)  # the judge's parse: 1st the equation, 2nd not
-    service.parse = lambda texts: [next(parses) for _ in texts]
+    service.parse = lambda texts, deadline=None: [next(parses) for _ in texts]
     firmness = iter([-0.5, -0.1, -2.0, -0.3, -1.0, -0.2] * 4)
-    service.equation_firmness = lambda texts, equation: [next(firmness) for _ in texts]
+    service.equation_firmness = lambda texts, equation, deadline=None: [next(firmness) for _ in texts]
     # A random tiny generator writes no numbers or questions: the surface checks are the real judge's other half.
     monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
@@ -370,7 +370,8 @@ def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks
                              "max_new_tokens": 12})
     texts = service.candidates(request, service.prompt(request))
     # the rule's parse: even candidates (in sampling order) read as the equation
-    service.parse = lambda rows: ["x = num1 - num2" if texts.index(t) % 2 == 0 else "x = num1 + num2" for t in rows]
+    service.parse = lambda rows, deadline=None: ["x = num1 - num2" if texts.index(t) % 2 == 0 else "x = num1 + num2"
+                                                 for t in rows]
     monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
     problems = service.answer(request)
     expected = sorted(range(len(texts)), key=lambda i: (i % 2 == 1, -p[i]))  # the rule's first, each group by p
@@ -399,7 +400,7 @@ def test_a_gated_judge_reads_by_probability_until_n_are_accepted_and_shows_what_
         p = [rng.random() for _ in texts]
         accepted = {t for t in texts if rng.random() < 0.3}
         calls = []
-        service.parse = lambda rows: calls.append(list(rows)) or [
+        service.parse = lambda rows, deadline=None: calls.append(list(rows)) or [
             "x = num1 - num2" if t in accepted else "x = num1 + num2" for t in rows]
         parsed, rule = service.rule_by_probability(texts, "x = num1 - num2", p, n, chunk=8)
         read = [t for c in calls for t in c]
@@ -554,7 +555,7 @@ def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):
     from mwpgen.generate.service import Service
 
     service = Service.load(bundle, "cpu")
-    service.parse = lambda texts: ["x = num1 - num2"] * len(texts)
+    service.parse = lambda texts, deadline=None: ["x = num1 - num2"] * len(texts)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 2, "verify": 4,
                              "max_new_tokens": 12})
     from mwpgen.judge import surface_checks

@@ -87,3 +87,56 @@ def test_a_failure_is_classed_as_the_prediction_failing(served, monkeypatch):
     status, answer = _answer(served, pd.DataFrame([GOOD]))
     assert status == 500 and answer["error_class"] == "PREDICTION_FUNCTION_FAILED"
     assert answer["message"] == "generation failed: ZeroDivisionError: division by zero"
+
+
+# ---------------------------------------------------------------------------------------------- 4. deadline, cost
+
+def test_a_call_that_cannot_decode_in_time_is_refused_at_once_by_its_tokens(served):
+    from tracking.pyfunc_model import MAX_CANDIDATE_TOKENS_PER_CALL
+
+    status, answer = _answer(served, pd.DataFrame([{**GOOD, "verify": 64, "max_new_tokens": 256}]))
+    assert status == 400 and answer["message"].startswith(f"the call may decode 16384 tokens (max(n, verify), or "
+                                                          "num_beams, times max_new_tokens, summed over its requests; "
+                                                          f"limit {MAX_CANDIDATE_TOKENS_PER_CALL} a call")
+    beams = {**GOOD, "decoding": "beam", "num_beams": 16, "max_new_tokens": 256}  # one problem, 16 sequences
+    status, answer = _answer(served, pd.DataFrame([beams, beams]))
+    assert status == 400 and "the call may decode 8192 tokens" in answer["message"]
+    served.checked_requests(pd.DataFrame([{**GOOD, "verify": 64, "max_new_tokens": 80}]))  # the README's budget
+
+
+def _texts(n: int) -> list[str]:
+    words = "Joan found num1 shells on the beach and gave num2 to Sam".split()
+    return [" ".join(words[: 3 + i % len(words)]) + f" {'more ' * (i % 5)}?" for i in range(n)]
+
+
+def test_the_rule_reads_in_batches_that_are_one_calls_and_stops_between_them_at_the_deadline(served, monkeypatch):
+    import math
+
+    import mwpgen.generate.service as service_module
+    from mwpgen.generate.service import DeadlineExceeded
+    from mwpgen.judge import equation_logprobs
+    from mwpgen.lm.decoding import predict_equations
+
+    service, texts = served.service, _texts(40)
+    one_call = predict_equations(service.mwp2eq, service.tokenizer, texts, batch_size=16, device=service.device)
+    assert service.parse(texts, deadline=math.inf) == one_call  # the same readings, bit for bit
+    whole = equation_logprobs(service.mwp2eq, service.tokenizer, texts, ["x = num1 - num2"] * 40, batch_size=16)
+    assert service.equation_firmness(texts, "x = num1 - num2", math.inf) == [s / max(n, 1) for s, n in whole]
+
+    for phase, run in (("parse", lambda: service.parse(texts, deadline=1e18)),
+                       ("firmness", lambda: service.equation_firmness(texts, "x = num1 - num2", deadline=1e18))):
+        batches = []
+        real = {"parse": service_module.predict_equations, "firmness": service_module.equation_logprobs}[phase]
+
+        def one_batch_then_past_the_deadline(*args, real=real, **kwargs):
+            batches.append(len(args[2]))
+            monkeypatch.setattr(service_module, "time", SimpleNamespace(monotonic=lambda: math.inf))
+            return real(*args, **kwargs)
+
+        with monkeypatch.context() as m:
+            m.setattr(service_module, {"parse": "predict_equations", "firmness": "equation_logprobs"}[phase],
+                      one_batch_then_past_the_deadline)
+            with pytest.raises(DeadlineExceeded, match="while the rule"):
+                run()
+        monkeypatch.undo()
+        assert batches == [16], (phase, batches)  # the first of three batches, then it stopped

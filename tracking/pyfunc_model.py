@@ -38,7 +38,9 @@ Load. The server runs each call in a thread and gives up on it after MLFLOW_SCOR
   one call fits the timeout: README measured 10 s for verify 8 and 20 s for verify 32, loading included, with
   the default ours on a 2-core CPU, about 0.4 s a candidate, so 64 take about 25 s of the 60. The request's own
   maxima (n <= 20, verify <= 64, MAX_ROWS rows) still hold; the budget binds their sum. A longer timeout does not
-  raise the budget: it is about one call, not a queue.
+  raise the budget: it is about one call, not a queue. Decoding's cost grows with the tokens too, so the call's
+  sequences times their max_new_tokens are bound as well (MAX_CANDIDATE_TOKENS_PER_CALL: 64 candidates at the
+  default 80 tokens): `verify: 64, max_new_tokens: 256` is refused at once rather than admitted to a 504.
 Requests are answered one at a time (a lock): seeded sampling shares torch's global generator.
 
 No Prefect here: a serving process imports this module to unpickle the model (flows/register.py wraps
@@ -68,12 +70,15 @@ from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
 from mwpgen.paths import PROJECT_ROOT
 from tracking.runs import client, experiment_id, tracking_uri
 from tracking.served_errors import bad_request, busy, deadline_exceeded, generation_failed
-from tracking.served_input import request_rows
+from tracking.served_input import EXAMPLE, request_rows
 
 # Logged by path (MLflow's models-from-code): the model is rebuilt from this file at load, never unpickled
 SERVED_MODEL_CODE = Path(__file__).with_name("served_model.py")
 MAX_ROWS = 32  # requests per call
 MAX_CANDIDATES_PER_CALL = 64  # sum over a call's rows of max(n, verify): one call fits the timeout (see above)
+# sum over a call's rows of its sequences (max(n, verify); num_beams for beam) x max_new_tokens: decoding's cost,
+# MAX_CANDIDATES_PER_CALL at the default 80 tokens (verify 64 at 256 tokens would not finish: refused at once)
+MAX_CANDIDATE_TOKENS_PER_CALL = MAX_CANDIDATES_PER_CALL * 80
 MAX_CALLS_IN_FLIGHT = 4  # admitted calls (one generating, the rest waiting); below the server's 5+ threads
 DEADLINE_MARGIN_S = 2.0  # answer before the server's own 504, which would name nothing
 DEVICE_ENV = "MWPGEN_DEVICE"  # auto (default) | cpu | cuda, for the serving process
@@ -92,6 +97,11 @@ INPUT_EXAMPLE = {"equation": ["x = num1 + num2"], "context": ["apples basket"], 
 def request_timeout_s() -> float:
     """The scoring server's own timeout for a call (mlflow models serve reads the same variable)."""
     return float(MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.get())
+
+
+def decoded_sequences(request) -> int:
+    """The sequences decoding a request carries at once: its beams for beam search, else its candidates."""
+    return request.num_beams if request.decoding == "beam" else request.candidates
 
 
 class OursModel(PythonModel):
@@ -119,7 +129,7 @@ class OursModel(PythonModel):
     def checked_requests(self, model_input, params=None) -> list:
         rows = request_rows(model_input, params)
         if not rows:
-            raise bad_request('no requests: send {"dataframe_records": [{"equation": "x = 12 - 5", "context": "apples"}]}')
+            raise bad_request(f"no requests: send {EXAMPLE}")
         if len(rows) > MAX_ROWS:
             raise bad_request(f"{len(rows)} requests in one call (limit {MAX_ROWS}); split them")
         requests = []
@@ -133,6 +143,12 @@ class OursModel(PythonModel):
             raise bad_request(f"the call asks for {asked} candidates (max(n, verify) summed over its requests; limit "
                        f"{MAX_CANDIDATES_PER_CALL} a call, to answer within the server's "
                        f"{request_timeout_s():.0f} s timeout); split it")
+        tokens = sum(decoded_sequences(r) * r.max_new_tokens for r in requests)
+        if tokens > MAX_CANDIDATE_TOKENS_PER_CALL:
+            raise bad_request(f"the call may decode {tokens} tokens (max(n, verify), or num_beams, times "
+                              f"max_new_tokens, summed over its requests; limit {MAX_CANDIDATE_TOKENS_PER_CALL} a "
+                              f"call, to answer within the server's {request_timeout_s():.0f} s timeout); ask for "
+                              "fewer candidates or max_new_tokens, or split it")
         return requests
 
     def answer(self, requests: list, deadline: float) -> pd.DataFrame:
@@ -218,6 +234,7 @@ def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name
                      metadata={"dataset": dataset, "fold": fold, "request_fields": list(FIELDS),
                                "max_problems_per_request": MAX_N, "max_verify_per_request": MAX_VERIFY,
                                "max_requests_per_call": MAX_ROWS, "max_candidates_per_call": MAX_CANDIDATES_PER_CALL,
+                               "max_candidate_tokens_per_call": MAX_CANDIDATE_TOKENS_PER_CALL,
                                "max_calls_in_flight": MAX_CALLS_IN_FLIGHT,
                                "judge": "learned" if judge_dir else "rule"})
     v = str(info.registered_model_version)
