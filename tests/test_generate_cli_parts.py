@@ -18,8 +18,8 @@ from mwpgen.generate import cli, model_resolution
 from test_generate_cli import make_tiny_bundle
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI_PARTS = ("cli.py", "cli_errors.py", "cli_requests.py", "model_resolution.py", "output_file.py",
-             "output_format.py", "served_name.py")
+CLI_PARTS = ("cli.py", "cli_errors.py", "cli_requests.py", "model_resolution.py", "output_checks.py",
+             "output_file.py", "output_format.py", "output_lock.py", "served_name.py", "stop_signals.py")
 
 
 def _one_line(code: int, err: str, expected: str, exit_code: int = 2) -> None:
