@@ -3,7 +3,8 @@
 stdout gets each request's problems flushed as soon as they are ready. --output FILE gets them appended and synced
 per request, and FILE.partial (the progress marker: how many requests and bytes are complete, and a fingerprint of
 the requests and options) is replaced atomically after each; `--resume` cuts FILE back to the last complete request
-and continues with the next one. The marker is removed when the run finishes.
+and continues with the next one. The marker is removed when the run finishes. What is checked before (the place, the
+request file, the marker) is in output_checks.py; one writer at a time, output_lock.py.
 """
 
 from __future__ import annotations
@@ -179,8 +180,8 @@ def run_fingerprint(args: argparse.Namespace, requests: Sequence, judge: str = R
 
 
 def open_sink(args: argparse.Namespace, requests: Sequence, fingerprint: str) -> Sink:
-    """Where the problems go (check_output has passed): stdout, a fresh FILE, or the FILE of the run --resume
-    continues, which must have been started with the same `fingerprint` (run_fingerprint)."""
+    """Where the problems go (output_checks passed, the output's lock held): stdout, a fresh FILE, or the FILE of the
+    run --resume continues, which must have been started with the same `fingerprint` (run_fingerprint)."""
     if args.output is None:
         return Sink(sys.stdout)
     path, marker = args.output, partial_marker(args.output)
