@@ -5,7 +5,7 @@ the served model's registered name defined once."""
 from __future__ import annotations
 
 import ast
-import json
+import os
 import socket
 import subprocess
 import sys
@@ -104,3 +104,37 @@ def test_an_unreachable_tracking_server_is_named_at_once(capsys, monkeypatch):
         code = cli.main(["generate", "--model", "models:/mwpgen-ours@arithmetic-fold0", "--equation", "x = 12 - 5",
                          "--context", "apples"])
     _one_line(code, capsys.readouterr().err, f"cannot reach the MLflow tracking server at {url} (Connection refused)")
+
+
+def test_a_tracking_server_answering_errors_is_retried_twice_not_for_minutes(capsys, monkeypatch):
+    """MLflow retries a 5xx seven times with doubling waits (about four minutes); a fetch for a waiting person
+    retries twice (the user's MLFLOW_HTTP_REQUEST_MAX_RETRIES would win)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen = []
+
+    class Unavailable(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+        code = cli.main(["generate", "--model", "models:/mwpgen-ours/1", "--equation", "x = 12 - 5", "--context",
+                         "apples"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    _one_line(code, capsys.readouterr().err, "--model models:/mwpgen-ours/1: could not fetch models:/mwpgen-ours/1")
+    assert len(seen) == 3, seen  # the first try and two retries
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ  # put back as it was

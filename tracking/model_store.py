@@ -6,7 +6,9 @@ default the project's mlflow.db.
 
 A tracking server that cannot be reached is said at once: MLflow's HTTP client retries a refused connection with
 exponential backoff (MLFLOW_HTTP_REQUEST_MAX_RETRIES = 7 by default: about four minutes of silence), so the server's
-address is tried once here first.
+address is tried once here first. A server that answers with errors (5xx, 429) is retried twice, a second apart, and
+a request waits at most 30 s, unless MLFLOW_HTTP_REQUEST_MAX_RETRIES, _BACKOFF_FACTOR or _TIMEOUT say otherwise:
+a person waits on this command.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from tracking.runs import tracking_uri
 
 CONNECT_TIMEOUT_S = 5.0  # one try at the tracking server's address, before MLflow's own retries
 PROGRESS_BAR_ENV = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"  # off: the command line's stderr is for its own lines
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}  # MLflow's documented settings; the user's own win
 
 
 class ModelStoreError(Exception):
@@ -37,7 +41,7 @@ def download_model(uri: str, dst: Path) -> Path:
     from mlflow.exceptions import MlflowException
 
     try:
-        with _env(PROGRESS_BAR_ENV, "false"):
+        with _environment({PROGRESS_BAR_ENV: "false"} | {k: os.environ.get(k, v) for k, v in HTTP_DEFAULTS.items()}):
             return Path(download_artifacts(artifact_uri=uri, dst_path=str(dst), tracking_uri=store,
                                            registry_uri=store))
     except (MlflowException, OSError) as e:
@@ -62,13 +66,15 @@ def check_reachable(store: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
 
 
 @contextmanager
-def _env(key: str, value: str) -> Iterator[None]:
-    before = os.environ.get(key)
-    os.environ[key] = value
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """os.environ with `values` for the duration (MLflow reads its settings from there), then as it was."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

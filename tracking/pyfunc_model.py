@@ -49,7 +49,6 @@ No Prefect here: a serving process imports this module to unpickle the model (fl
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
