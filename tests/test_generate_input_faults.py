@@ -4,6 +4,10 @@ one line naming the field or file, exit 2 / HTTP 400, before any model loads."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from mwpgen.generate import request as request_module
@@ -30,6 +34,7 @@ def _no_model(monkeypatch):
     monkeypatch.setattr(cli, "resolve_model", lambda spec: pytest.fail("the model must not load"))
 
 
+ROOT = Path(__file__).resolve().parent.parent
 GOOD = {"equation": "x = 12 - 5", "context": "Joan", "max_new_tokens": 8}
 
 
@@ -62,11 +67,18 @@ def test_json_nested_100000_deep_is_one_line_naming_the_line(capsys, monkeypatch
 
 # ---------------------------------------------------------------------------------------------- 20. size
 
-def test_an_endless_request_file_is_refused_without_reading_it_whole(capsys, monkeypatch, tmp_path):
-    _no_model(monkeypatch)
+def test_an_endless_request_file_is_refused_without_reading_it_whole(tmp_path):
+    """In a process of at most 1 GiB of address space, so that reading /dev/zero whole fails fast (a MemoryError)
+    instead of filling the machine's memory."""
     endless = tmp_path / "requests.csv"
     endless.symlink_to("/dev/zero")
-    _one_line_error(*run_cli(capsys, "--input", str(endless)), f"input: {endless} is larger than 64 MiB")
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)); "
+            "from mwpgen.generate import cli; sys.exit(cli.main(['generate', '--input', sys.argv[1]]))")
+    proc = subprocess.run([sys.executable, "-c", code, str(endless)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr == f"mwpgen: error: input: {endless} is larger than 64 MiB (the limit of a request file, read " \
+        "whole before any model loads); split it\n"
 
 
 def test_a_request_file_past_the_limit_is_refused(monkeypatch, tmp_path):
