@@ -1,4 +1,4 @@
-"""`mwpgen generate` and what it runs (mwpgen/generate/: request.py, service.py, cli.py) on a tiny random Llama:
+"""`mwpgen generate` and what it runs (mwpgen/generate/: request.py, service.py, the cli parts) on a tiny random Llama:
 every bad input ends in one line naming it with exit code 2, never a traceback; good requests print problems with
 their verification, parse and answer in each format; verified sampling ranks as it says."""
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.generate import cli
+from mwpgen.generate import cli, model_resolution, output_file, output_format
 from mwpgen.data.equations import equivalent
 from mwpgen.lm.loading import load_model_and_tokenizer
 from mwpgen.lm.prompts import generator_example, mwp2eq_example
@@ -206,7 +206,8 @@ def test_a_column_or_key_given_twice_is_an_error_naming_it(capsys, tmp_path):
 
 
 def test_no_default_model_says_how_to_get_one(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml, no models/: the defaults, Arithmetic fold 0
+    # no params.yaml, no models/: the defaults, Arithmetic fold 0
+    monkeypatch.setattr(model_resolution, "PROJECT_ROOT", tmp_path)
     code, out, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
     assert code == 1 and out == "" and err.startswith("mwpgen: error: no trained ours-rft (ours tuned on blind ")
     assert str(tmp_path / "models" / "ours-rft" / "arithmetic" / "fold0") in err  # serve.model where tuning covers
@@ -236,7 +237,7 @@ def test_the_served_model_is_the_tuned_one_only_where_tuning_covers_the_fold():
 
 
 def test_no_model_help_quotes_the_committed_training_times(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)
+    monkeypatch.setattr(model_resolution, "PROJECT_ROOT", tmp_path)
     for model, wall_s in (("mwp2eq", 1727.6), ("ours", 4614.9), ("ours-rft", 830.0)):
         path = tmp_path / "metrics" / "train" / model / "arithmetic" / "fold0.json"
         path.parent.mkdir(parents=True)
@@ -270,7 +271,7 @@ def test_json_and_csv_outputs_hold_the_same_problems(capsys, bundle):
         assert p["log_likelihood"] < 0
     code, out, _ = run_cli(capsys, *argv, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert code == 0 and tuple(rows[0]) == cli.CSV_COLUMNS
+    assert code == 0 and tuple(rows[0]) == output_format.CSV_COLUMNS
     assert [r["masked_text"] for r in rows] == [p["masked_text"] for p in problems]  # same seed, same problems
 
 
@@ -316,9 +317,9 @@ def test_judged_candidates_come_first_each_group_by_how_firmly_the_parser_reads_
 
     service = Service.load(bundle, "cpu")
     parses = iter(["x = num1 - num2", "x = num1 + num2"] * 10)  # the judge's parse: 1st the equation, 2nd not
-    service.parse = lambda texts: [next(parses) for _ in texts]
+    service.parse = lambda texts, deadline=None: [next(parses) for _ in texts]
     firmness = iter([-0.5, -0.1, -2.0, -0.3, -1.0, -0.2] * 4)
-    service.equation_firmness = lambda texts, equation: [next(firmness) for _ in texts]
+    service.equation_firmness = lambda texts, equation, deadline=None: [next(firmness) for _ in texts]
     # A random tiny generator writes no numbers or questions: the surface checks are the real judge's other half.
     monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 6, "verify": 6,
@@ -370,7 +371,8 @@ def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks
                              "max_new_tokens": 12})
     texts = service.candidates(request, service.prompt(request))
     # the rule's parse: even candidates (in sampling order) read as the equation
-    service.parse = lambda rows: ["x = num1 - num2" if texts.index(t) % 2 == 0 else "x = num1 + num2" for t in rows]
+    service.parse = lambda rows, deadline=None: ["x = num1 - num2" if texts.index(t) % 2 == 0 else "x = num1 + num2"
+                                                 for t in rows]
     monkeypatch.setattr(mwpgen.generate.service, "judged", lambda parse, equation, text: parse == equation)
     problems = service.answer(request)
     expected = sorted(range(len(texts)), key=lambda i: (i % 2 == 1, -p[i]))  # the rule's first, each group by p
@@ -399,7 +401,7 @@ def test_a_gated_judge_reads_by_probability_until_n_are_accepted_and_shows_what_
         p = [rng.random() for _ in texts]
         accepted = {t for t in texts if rng.random() < 0.3}
         calls = []
-        service.parse = lambda rows: calls.append(list(rows)) or [
+        service.parse = lambda rows, deadline=None: calls.append(list(rows)) or [
             "x = num1 - num2" if t in accepted else "x = num1 + num2" for t in rows]
         parsed, rule = service.rule_by_probability(texts, "x = num1 - num2", p, n, chunk=8)
         read = [t for c in calls for t in c]
@@ -417,13 +419,14 @@ def test_a_gated_judges_verdict_says_what_the_rule_read_and_never_signs_p_agains
     from types import SimpleNamespace
 
     rule_no = SimpleNamespace(verified=False, judge_probability=0.81, parsed_equation="x = num1 + num2")
-    text = cli._verified(rule_no, 0.7)
+    text = output_format.verdict_text(rule_no, 0.7)
     assert text.startswith("NO (learned judge gated by the rule: the co-trained mwp2eq reads 'x = num1 + num2'")
     assert "p = 0.81, threshold 0.70" in text and ">=" not in text and "<" not in text and "checked" not in text
     rule_yes = SimpleNamespace(verified=True, judge_probability=0.81, parsed_equation="x = num1 - num2")
-    assert "reads 'x = num1 - num2', numbers and question checked; p = 0.81" in cli._verified(rule_yes, 0.7)
+    text = output_format.verdict_text(rule_yes, 0.7)
+    assert "reads 'x = num1 - num2', numbers and question checked; p = 0.81" in text
     alone = SimpleNamespace(verified=True, judge_probability=0.81, parsed_equation=None)
-    assert cli._verified(alone, 0.7) == "yes (p = 0.81 >= 0.70, learned judge)"
+    assert output_format.verdict_text(alone, 0.7) == "yes (p = 0.81 >= 0.70, learned judge)"
 
 
 def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundle, tiny_judge):
@@ -454,7 +457,7 @@ def test_the_checkouts_judge_judges_only_the_checkouts_default_model(capsys, mon
 
     from mwpgen.judge.saved import save_no_judge
 
-    monkeypatch.setattr(cli, "PROJECT_ROOT", tmp_path)  # no params.yaml: Arithmetic fold 0
+    monkeypatch.setattr(model_resolution, "PROJECT_ROOT", tmp_path)  # no params.yaml: Arithmetic fold 0
     shutil.copytree(bundle, tmp_path / "models" / "ours-rft" / "arithmetic" / "fold0")  # the checkout's served model
     folder = tmp_path / "models" / "judge" / "arithmetic" / "fold0"
     argv = ["--equation", "x = 12 - 5", "--context", "Joan", "--verify", "3", "--format", "json", *FAST]
@@ -518,10 +521,12 @@ def test_resume_needs_the_same_judge(capsys, bundle, tiny_judge, tmp_path):
             str(judge), "--format", "json", "--output", str(out_file), *FAST]
     args = cli.build_parser().parse_args(["generate", *argv])
     requests = cli.read_requests(args)
-    fingerprint = lambda: cli.run_fingerprint(args, requests, cli.judge_identity(judge, bundle))  # noqa: E731
+    identity = output_file.judge_identity
+    fingerprint = lambda: output_file.run_fingerprint(args, requests, identity(judge, bundle))  # noqa: E731
     before = fingerprint()
     out_file.write_text("[\n", encoding="utf-8")  # a run stopped after its start, as FileSink leaves it
-    cli.partial_marker(out_file).write_text(json.dumps({"fingerprint": before, "requests": 1, "done": 0, "bytes": 2}))
+    marker = {"fingerprint": before, "requests": 1, "done": 0, "bytes": 2}
+    output_file.partial_marker(out_file).write_text(json.dumps(marker))
     saved = (judge / "judge.json").read_text(encoding="utf-8")
     (judge / "judge.json").write_text(json.dumps({**json.loads(saved), "threshold": 0.9}), encoding="utf-8")
     assert fingerprint() != before
@@ -532,7 +537,7 @@ def test_resume_needs_the_same_judge(capsys, bundle, tiny_judge, tmp_path):
     code, out, err = run_cli(capsys, *argv, "--resume")
     assert code == 0 and len(json.loads(out_file.read_text())) == 1, err
     moved = shutil.copytree(judge, tmp_path / "elsewhere")  # the same judge.json in another folder: another judge
-    assert cli.run_fingerprint(args, requests, cli.judge_identity(moved, bundle)) != before
+    assert output_file.run_fingerprint(args, requests, identity(moved, bundle)) != before
 
 
 def test_a_judge_folder_without_a_judge_is_bad_input(capsys, bundle, tmp_path):
@@ -551,7 +556,7 @@ def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):
     from mwpgen.generate.service import Service
 
     service = Service.load(bundle, "cpu")
-    service.parse = lambda texts: ["x = num1 - num2"] * len(texts)
+    service.parse = lambda texts, deadline=None: ["x = num1 - num2"] * len(texts)
     request = parse_request({"equation": "x = num1 - num2", "context": "Joan", "n": 2, "verify": 4,
                              "max_new_tokens": 12})
     from mwpgen.judge.rule import surface_checks

@@ -313,7 +313,7 @@ def test_a_call_waiting_past_its_deadline_gets_503_and_abandoned_work_stops(serv
         thread.join()
     # A call that cannot finish by its deadline stops there (decoding included) instead of running on unseen.
     start = time.perf_counter()
-    _served_error(served, [{**GOOD, "verify": 64, "max_new_tokens": 256, "temperature": 5}], 504,
+    _served_error(served, [{**GOOD, "verify": 64, "max_new_tokens": 80, "temperature": 5}], 504,
                   "not done within the server's 3 s request timeout")
     assert time.perf_counter() - start < 2.5
 

@@ -5,6 +5,7 @@ the rule. In a scratch MLflow store, without a server (tests/test_pyfunc_serve.p
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -50,7 +51,7 @@ def logged(tmp_path_factory):
 def test_the_served_model_packages_the_judge_and_verifies_with_it(logged):
     import mlflow
 
-    from mwpgen.generate import cli
+    from mwpgen.generate import model_resolution
     from mwpgen.generate.service import packaged_judge
     from tracking.runs import client
 
@@ -61,7 +62,7 @@ def test_the_served_model_packages_the_judge_and_verifies_with_it(logged):
     packaged = packaged_judge(folder)
     assert packaged is not None and (packaged / "judge.json").exists()
     # `mwpgen generate --model models:/...` uses it by default
-    assert cli.resolve_judge(None, info["model_uri"], cli.Path(folder)) == packaged
+    assert model_resolution.resolve_judge(None, info["model_uri"], Path(folder)) == packaged
     model = mlflow.pyfunc.load_model(info["model_uri"])
     assert model.unwrap_python_model().service.judge.info.threshold == 0.5
     out = model.predict(pd.DataFrame([REQUEST]))
@@ -73,7 +74,7 @@ def test_the_served_model_packages_the_judge_and_verifies_with_it(logged):
 def test_a_model_logged_without_a_judge_keeps_the_rule(logged):
     import mlflow
 
-    from mwpgen.generate import cli
+    from mwpgen.generate import model_resolution
     from mwpgen.generate.service import packaged_judge
     from tracking.runs import client
 
@@ -81,8 +82,8 @@ def test_a_model_logged_without_a_judge_keeps_the_rule(logged):
     assert info["judge"] == "rule" and client().get_model_version("mwpgen-ours", str(info["version"])).tags[
         "judge"] == "rule"
     folder = mlflow.artifacts.download_artifacts(info["model_uri"])
-    assert packaged_judge(folder) is None and not (cli.Path(folder) / "artifacts" / "judge").exists()
-    assert cli.resolve_judge(None, info["model_uri"], cli.Path(folder)) is None  # not the checkout's judge either
+    assert packaged_judge(folder) is None and not (Path(folder) / "artifacts" / "judge").exists()
+    assert model_resolution.resolve_judge(None, info["model_uri"], Path(folder)) is None  # not the checkout's judge either
     model = mlflow.pyfunc.load_model(info["model_uri"])
     assert model.unwrap_python_model().service.judge is None
     out = model.predict(pd.DataFrame([REQUEST]))

@@ -165,6 +165,18 @@ def test_served_model_answers_good_requests_and_refuses_bad_ones(server):
     assert json.loads(body)["message"].startswith("request 0: equation: expected a number, variable or '(' at the end")
 
 
+def test_the_inputs_and_instances_forms_are_answered_and_params_refused(server):
+    """Issue S2 item 13: the scoring server's other JSON forms reach the same checks; params are not dropped unseen."""
+    for body in ({"inputs": [GOOD]}, {"instances": [GOOD, {**GOOD, "seed": 2}]}):
+        status, text = _post(f"{server}/invocations", json.dumps(body).encode())
+        assert status == 200 and json.loads(text)["predictions"][0]["answer"] == "7", (body, text)
+    status, text = _post(f"{server}/invocations", json.dumps({"inputs": [{**GOOD, "n": "two"}]}).encode())
+    assert status == 400 and json.loads(text)["message"] == "request 0: n: expected a number, got 'two'", text
+    status, text = _post(f"{server}/invocations", json.dumps({"dataframe_records": [GOOD],
+                                                              "params": {"verify": 8}}).encode())
+    assert status == 400 and json.loads(text)["message"].startswith("params are not read"), text
+
+
 LOAD_CALLS = 50
 
 
@@ -211,7 +223,7 @@ def test_served_request_with_a_column_given_twice_is_refused():
     import pandas as pd
     from mlflow.exceptions import MlflowException
 
-    from tracking.pyfunc_model import _rows
+    from tracking.served_input import request_rows as _rows
 
     twice = pd.DataFrame([["x = 12 - 5", "apples", "x = 1 + 2"]], columns=["equation", "context", "equation"])
     with pytest.raises(MlflowException, match="column 'equation' is given twice"):

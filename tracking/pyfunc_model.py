@@ -19,7 +19,10 @@ Errors. The scoring server turns an MlflowException into its error code's HTTP s
 and any other exception into a 400 that carries the traceback. So `predict` turns a bad request into
 INVALID_PARAMETER_VALUE (400, one line naming the request and the field) and an unexpected failure into
 INTERNAL_ERROR (500, one line, no traceback). The server prefixes the message of every MlflowException from
-predict with a dump of the input DataFrame; OneLineError (its public `serialize_as_json`) answers with the one line.
+predict with a dump of the input DataFrame; OneLineError (its public `serialize_as_json`) answers with the one line
+(tracking/served_errors.py, each with an error_class that fits its status). Every JSON form the server accepts
+(dataframe_records, dataframe_split, inputs, instances) is read into plain records by tracking/served_input.py;
+`params` is refused (not read).
 The model declares no input schema (its signature has outputs only): with one, MLflow drops an unknown column
 unseen (`"verfy": 8` answered as if verify were not given) and answers a missing or mistyped field with a dump of
 the input and the schema before `predict` runs. mwpgen.generate.request checks every field instead, by name.
@@ -35,7 +38,9 @@ Load. The server runs each call in a thread and gives up on it after MLFLOW_SCOR
   one call fits the timeout: README measured 10 s for verify 8 and 20 s for verify 32, loading included, with
   the default ours on a 2-core CPU, about 0.4 s a candidate, so 64 take about 25 s of the 60. The request's own
   maxima (n <= 20, verify <= 64, MAX_ROWS rows) still hold; the budget binds their sum. A longer timeout does not
-  raise the budget: it is about one call, not a queue.
+  raise the budget: it is about one call, not a queue. Decoding's cost grows with the tokens too, so the call's
+  sequences times their max_new_tokens are bound as well (MAX_CANDIDATE_TOKENS_PER_CALL: 64 candidates at the
+  default 80 tokens): `verify: 64, max_new_tokens: 256` is refused at once rather than admitted to a 504.
 Requests are answered one at a time (a lock): seeded sampling shares torch's global generator.
 
 No Prefect here: a serving process imports this module to unpickle the model (flows/register.py wraps
@@ -44,8 +49,6 @@ No Prefect here: a serving process imports this module to unpickle the model (fl
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import threading
 import time
@@ -57,22 +60,24 @@ from typing import Iterator
 import mlflow
 import pandas as pd
 from mlflow.environment_variables import MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT
-from mlflow.exceptions import MlflowException
 from mlflow.models import Model, ModelSignature
-from mlflow.protos.databricks_pb2 import (DEADLINE_EXCEEDED, INTERNAL_ERROR, INVALID_PARAMETER_VALUE,
-                                          TEMPORARILY_UNAVAILABLE)
 from mlflow.pyfunc import PythonModel
 from mlflow.types.schema import ColSpec, Map, Schema
 
-from mwpgen.generate.cli import MLFLOW_MODEL_NAME
 from mwpgen.generate.request import FIELDS, MAX_N, MAX_VERIFY, RequestError, parse_request
+from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
 from mwpgen.paths import PROJECT_ROOT
 from tracking.runs import client, experiment_id, tracking_uri
+from tracking.served_errors import bad_request, busy, deadline_exceeded, generation_failed
+from tracking.served_input import EXAMPLE, request_rows
 
 # Logged by path (MLflow's models-from-code): the model is rebuilt from this file at load, never unpickled
 SERVED_MODEL_CODE = Path(__file__).with_name("served_model.py")
 MAX_ROWS = 32  # requests per call
 MAX_CANDIDATES_PER_CALL = 64  # sum over a call's rows of max(n, verify): one call fits the timeout (see above)
+# sum over a call's rows of its sequences (max(n, verify); num_beams for beam) x max_new_tokens: decoding's cost,
+# MAX_CANDIDATES_PER_CALL at the default 80 tokens (verify 64 at 256 tokens would not finish: refused at once)
+MAX_CANDIDATE_TOKENS_PER_CALL = MAX_CANDIDATES_PER_CALL * 80
 MAX_CALLS_IN_FLIGHT = 4  # admitted calls (one generating, the rest waiting); below the server's 5+ threads
 DEADLINE_MARGIN_S = 2.0  # answer before the server's own 504, which would name nothing
 DEVICE_ENV = "MWPGEN_DEVICE"  # auto (default) | cpu | cuda, for the serving process
@@ -88,58 +93,14 @@ INPUT_EXAMPLE = {"equation": ["x = num1 + num2"], "context": ["apples basket"], 
                  "numbers": ["auto"]}
 
 
-class OneLineError(MlflowException):
-    """An error answered with its own one-line message: the scoring server rewrites `message` of an exception from
-    predict to "Failed to predict data '<the whole DataFrame>'. Error: ..." before serializing it."""
-
-    def __init__(self, message: str, error_code: int):
-        super().__init__(" ".join(message.split()), error_code=error_code)
-        self.one_line = self.message
-
-    def serialize_as_json(self) -> str:
-        return json.dumps(json.loads(super().serialize_as_json()) | {"message": self.one_line})
-
-
-def _bad(message: str) -> MlflowException:
-    return OneLineError(message, INVALID_PARAMETER_VALUE)
-
-
 def request_timeout_s() -> float:
     """The scoring server's own timeout for a call (mlflow models serve reads the same variable)."""
     return float(MLFLOW_SCORING_SERVER_REQUEST_TIMEOUT.get())
 
 
-def _rows(model_input) -> list[dict]:
-    """The request records of whatever pyfunc hands us (a DataFrame from the server; dicts when called directly),
-    with pandas' NaN for a missing cell turned back into None."""
-    if hasattr(model_input, "to_dict"):
-        columns = [str(c) for c in getattr(model_input, "columns", [])]
-        twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
-        if twice is not None:  # to_dict would keep one of them, silently (as a CSV or JSONL request file may not)
-            raise _bad(f"column {twice!r} is given twice; keep one")
-        records = model_input.to_dict(orient="records")
-    elif isinstance(model_input, dict):
-        records = [model_input]
-    elif isinstance(model_input, list) and all(isinstance(r, dict) for r in model_input):
-        records = model_input
-    else:
-        raise _bad(f"expected request rows with an equation and a context, got {type(model_input).__name__}")
-    _refuse_nan_columns(model_input, records)
-    return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()} for r in records]
-
-
-def _refuse_nan_columns(model_input, records: list[dict]) -> None:
-    """pandas writes NaN for a cell a row leaves out, so a NaN cell reads as a missing field. A JSON column that is
-    NaN in EVERY row was sent as NaN (a key no row has makes no column, a null is None): refused, as the command
-    line refuses --top-p nan. A NaN beside real values in other rows cannot be told from a missing cell: it takes
-    the default."""
-    if not hasattr(model_input, "to_dict") or not records:
-        return
-    for name in (str(c) for c in model_input.columns):
-        cells = [r.get(name) for r in records]
-        if all(isinstance(v, float) and math.isnan(v) for v in cells):
-            raise _bad(f"request 0: {name}: expected a finite number, got NaN (a CSV column empty in every row "
-                       "reads as NaN too: leave such a column out)")
+def decoded_sequences(request) -> int:
+    """The sequences decoding a request carries at once: its beams for beam search, else its candidates."""
+    return request.num_beams if request.decoding == "beam" else request.candidates
 
 
 class OursModel(PythonModel):
@@ -156,47 +117,51 @@ class OursModel(PythonModel):
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         """Problems for the requests; the DataFrame hint only tells MLflow not to infer a schema from hints."""
         deadline = time.monotonic() + request_timeout_s() - DEADLINE_MARGIN_S
-        requests = self.checked_requests(model_input)
+        requests = self.checked_requests(model_input, params)
         if not self.admitted.acquire(blocking=False):
-            raise OneLineError(f"busy: {MAX_CALLS_IN_FLIGHT} calls are already in progress or waiting; retry "
-                               "shortly", TEMPORARILY_UNAVAILABLE)
+            raise busy(f"busy: {MAX_CALLS_IN_FLIGHT} calls are already in progress or waiting")
         try:
             return self.answer(requests, deadline)
         finally:
             self.admitted.release()
 
-    def checked_requests(self, model_input) -> list:
-        rows = _rows(model_input)
+    def checked_requests(self, model_input, params=None) -> list:
+        rows = request_rows(model_input, params)
         if not rows:
-            raise _bad('no requests: send {"dataframe_records": [{"equation": "x = 12 - 5", "context": "apples"}]}')
+            raise bad_request(f"no requests: send {EXAMPLE}")
         if len(rows) > MAX_ROWS:
-            raise _bad(f"{len(rows)} requests in one call (limit {MAX_ROWS}); split them")
+            raise bad_request(f"{len(rows)} requests in one call (limit {MAX_ROWS}); split them")
         requests = []
         for i, row in enumerate(rows):
             try:
                 requests.append(self.service.check(parse_request(row)))
             except RequestError as e:
-                raise _bad(f"request {i}: {e}") from None
+                raise bad_request(f"request {i}: {e}") from None
         asked = sum(r.candidates for r in requests)
         if asked > MAX_CANDIDATES_PER_CALL:
-            raise _bad(f"the call asks for {asked} candidates (max(n, verify) summed over its requests; limit "
+            raise bad_request(f"the call asks for {asked} candidates (max(n, verify) summed over its requests; limit "
                        f"{MAX_CANDIDATES_PER_CALL} a call, to answer within the server's "
                        f"{request_timeout_s():.0f} s timeout); split it")
+        tokens = sum(decoded_sequences(r) * r.max_new_tokens for r in requests)
+        if tokens > MAX_CANDIDATE_TOKENS_PER_CALL:
+            raise bad_request(f"the call may decode {tokens} tokens (max(n, verify), or num_beams, times "
+                              f"max_new_tokens, summed over its requests; limit {MAX_CANDIDATE_TOKENS_PER_CALL} a "
+                              f"call, to answer within the server's {request_timeout_s():.0f} s timeout); ask for "
+                              "fewer candidates or max_new_tokens, or split it")
         return requests
 
     def answer(self, requests: list, deadline: float) -> pd.DataFrame:
         from mwpgen.generate.service import DeadlineExceeded
 
         if not self.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            raise OneLineError("busy: the calls ahead of this one did not finish before its deadline; retry "
-                               "shortly", TEMPORARILY_UNAVAILABLE)
+            raise busy("busy: the calls ahead of this one did not finish before its deadline")
         try:
             problems = [p for i, r in enumerate(requests) for p in self.service.answer(r, i, deadline)]
         except DeadlineExceeded as e:  # the server has given up on this call: stop working on it
-            raise OneLineError(f"not done within the server's {request_timeout_s():.0f} s request timeout ({e}); "
-                               "ask for fewer candidates (n, verify) or requests a call", DEADLINE_EXCEEDED) from None
+            raise deadline_exceeded(f"not done within the server's {request_timeout_s():.0f} s request timeout ({e}); "
+                                    "ask for fewer candidates (n, verify) or requests a call") from None
         except Exception as e:  # a bug, not the caller's fault: one line, no traceback in the answer
-            raise OneLineError(f"generation failed: {type(e).__name__}: {e}", INTERNAL_ERROR) from None
+            raise generation_failed(f"generation failed: {type(e).__name__}: {e}") from None
         finally:
             self.lock.release()
         return pd.DataFrame([p.record() for p in problems], columns=OUTPUT_SCHEMA.input_names())
@@ -258,7 +223,7 @@ def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name
     run = c.get_run(run_id)
     # Created here, in the run's experiment: Model.log alone would file it under the process's active experiment.
     logged = c.create_logged_model(run.info.experiment_id, name, source_run_id=run_id, params=run.data.params,
-                                   tags={"dataset": dataset, "fold": str(fold)}, model_type="mwpgen-ours")
+                                   tags={"dataset": dataset, "fold": str(fold)}, model_type=MLFLOW_MODEL_NAME)
     info = Model.log(artifact_path=None, name=name, flavor=mlflow.pyfunc, run_id=run_id, model_id=logged.model_id,
                      registered_model_name=name, python_model=str(SERVED_MODEL_CODE),
                      artifacts={"bundle": str(bundle_dir), **({"judge": str(judge_dir)} if judge_dir else {})},
@@ -268,6 +233,7 @@ def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name
                      metadata={"dataset": dataset, "fold": fold, "request_fields": list(FIELDS),
                                "max_problems_per_request": MAX_N, "max_verify_per_request": MAX_VERIFY,
                                "max_requests_per_call": MAX_ROWS, "max_candidates_per_call": MAX_CANDIDATES_PER_CALL,
+                               "max_candidate_tokens_per_call": MAX_CANDIDATE_TOKENS_PER_CALL,
                                "max_calls_in_flight": MAX_CALLS_IN_FLIGHT,
                                "judge": "learned" if judge_dir else "rule"})
     v = str(info.registered_model_version)

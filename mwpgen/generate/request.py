@@ -55,9 +55,16 @@ MAX_NUMBER_TEXT = 40  # characters of a number field written as text; every fiel
 AUTO_RANGE = range(2, 21)  # 1 is a declared constant (the complement), so it is never drawn
 AUTO_TRIES = 1000
 MAX_AUTO_ANSWER = 10**6
+# Sampling divides the logits by the temperature: far below this they overflow to inf and the probabilities to NaN
+# (1e-300 did); 0.01 already samples the most likely token almost always (decoding greedy is the exact form).
+MIN_TEMPERATURE = 0.01
+MAX_REQUEST_FILE_BYTES = 64 * 2**20  # a request file is read whole and checked before any model loads
 DECODINGS = ("top_p", "greedy", "beam")
 NUMBER_MODES = ("given", "auto")
 _NUM_TOKEN_IN_TEXT = re.compile(r"(?<![A-Za-z0-9_])num(\d+)(?![A-Za-z0-9_])")
+# What fill_numbers fills: also a token the generator glued to the word before it ("basketnum1": no space token
+# between them), filled with the space put back ("basket 12")
+_NUM_TOKEN_TO_FILL = re.compile(r"(?<![0-9_])num(\d+)(?![A-Za-z0-9_])")
 _CONSTANTS = {Fraction(c) for c in DEFAULT_CONSTANTS}
 
 
@@ -267,12 +274,13 @@ def parse_request(raw: Mapping[str, Any], defaults: Mapping[str, Any] | None = N
     equation, values = read_equation(merged.get("equation"))
     out: dict[str, Any] = {"equation": equation, "given": str(merged["equation"]).strip(), "values": values,
                            "context": read_context(merged.get("context"))}
-    limits = {"n": (int, 1, MAX_N), "seed": (int, 0, 2**32 - 1), "verify": (int, 0, MAX_VERIFY),
-              "num_beams": (int, 1, 16), "max_new_tokens": (int, 1, 256), "temperature": (float, 0, 10),
-              "top_p": (float, 0, 1)}
-    for name, (kind, lo, hi) in limits.items():
+    limits = {"n": (int, 1, MAX_N, False), "seed": (int, 0, 2**32 - 1, False),
+              "verify": (int, 0, MAX_VERIFY, False), "num_beams": (int, 1, 16, False),
+              "max_new_tokens": (int, 1, 256, False), "temperature": (float, MIN_TEMPERATURE, 10, False),
+              "top_p": (float, 0, 1, True)}  # (kind, lowest, highest, lowest excluded)
+    for name, (kind, lo, hi, lo_open) in limits.items():
         if name in merged:
-            out[name] = _number(name, merged[name], kind, lo, hi, lo_open=kind is float)
+            out[name] = _number(name, merged[name], kind, lo, hi, lo_open=lo_open)
     if "decoding" in merged:
         out["decoding"] = _choice("decoding", merged["decoding"], DECODINGS)
     if "numbers" in merged:
@@ -304,10 +312,7 @@ def read_request_file(path: str | Path) -> list[tuple[str, dict]]:
     kind = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}.get(path.suffix.lower())
     if kind is None:
         raise RequestError("input", f"{path}: unknown request file type {path.suffix!r} (use .csv or .jsonl)")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise RequestError("input", f"{path}: {e.strerror or e}") from None
+    data = _read_bounded(path)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
@@ -317,6 +322,22 @@ def read_request_file(path: str | Path) -> list[tuple[str, dict]]:
     if not records:
         raise RequestError("input", f"{path} has no requests")
     return records
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes, at most MAX_REQUEST_FILE_BYTES: a huge or endless file (a link to /dev/zero) is refused
+    after reading one byte past the limit, never read whole."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_REQUEST_FILE_BYTES + 1)
+    except OSError as e:
+        raise RequestError("input", f"{path}: {e.strerror or e}") from None
+    if len(data) > MAX_REQUEST_FILE_BYTES:
+        limit = MAX_REQUEST_FILE_BYTES
+        size = f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
+        raise RequestError("input", f"{path} is larger than {size} (the limit of a request file, read whole before "
+                           "any model loads); split it")
+    return data
 
 
 def _csv_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
@@ -372,6 +393,9 @@ def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             raise RequestError("input", f"{where}: not JSON ({e.msg} at column {e.colno})") from None
         except _DuplicateKey as e:
             raise RequestError("input", f"{where}: key {e.key!r} is given twice in one object; keep one") from None
+        except RecursionError:  # json nests one Python call per bracket: 100,000 brackets exhaust the stack
+            raise RequestError("input", f"{where}: nested too deeply to read (a request is one flat object)") \
+                from None
         if not isinstance(record, dict):
             raise RequestError("input", f"{where}: expected a JSON object, got {type(record).__name__}")
         yield where, record
@@ -397,17 +421,38 @@ def auto_numbers(equation: str, seed: int) -> dict[str, int]:
         raise RequestError("numbers", f"auto draws at most {len(AUTO_RANGE)} numbers; this equation has {len(names)}")
     symbols = normalize_equation(equation)
     rng = random.Random(seed)
+    misses: dict[str, int] = {}  # why each draw failed, to name the real cause if every one does
     for _ in range(AUTO_TRIES):
         values = dict(zip(names, rng.sample(AUTO_RANGE, len(names))))
         try:
             x = arithmetic.value(symbols, values)
-        except (arithmetic.Undefined, arithmetic.TooLarge):
+        except arithmetic.Undefined:
+            misses["undefined"] = misses.get("undefined", 0) + 1
+            continue
+        except arithmetic.TooLarge:
+            misses["too large"] = misses.get("too large", 0) + 1
             continue
         if 0 < x <= MAX_AUTO_ANSWER and x.denominator == 1:
             return values
-    raise RequestError("numbers", f"no distinct integers {AUTO_RANGE.start}..{AUTO_RANGE.stop - 1} make x in "
-                       f"{equation!r} a positive whole number ({AUTO_TRIES} tries); write the numbers into the "
-                       "equation instead (x = 12 - 5)")
+        miss = "not positive" if x <= 0 else "not whole" if x.denominator != 1 else "too large"
+        misses[miss] = misses.get(miss, 0) + 1
+    raise RequestError("numbers", _no_draw_message(equation, misses))
+
+
+def _no_draw_message(equation: str, misses: Mapping[str, int]) -> str:
+    """Why --numbers auto found no numbers, by the cause of the failed draws: an equation with no value for any
+    numbers (a division by num2 - num2) is not helped by writing numbers in, and an answer above the cap names it."""
+    if set(misses) == {"undefined"}:
+        return (f"x in {equation!r} has no value for any of {AUTO_TRIES} draws (a division by zero, such as by "
+                "num2 - num2, whatever the numbers, or a power that is not a whole number); correct the equation")
+    if set(misses) == {"too large"}:
+        return (f"x in {equation!r} is above {MAX_AUTO_ANSWER:,}, the largest answer --numbers auto gives, for every "
+                f"one of {AUTO_TRIES} draws of distinct integers {AUTO_RANGE.start}..{AUTO_RANGE.stop - 1}; write the "
+                "numbers into the equation instead (x = 12 - 5)")
+    causes = ", ".join(f"{n} {why}" for why, n in sorted(misses.items(), key=lambda kv: -kv[1]))
+    return (f"no distinct integers {AUTO_RANGE.start}..{AUTO_RANGE.stop - 1} make x in {equation!r} a positive whole "
+            f"number up to {MAX_AUTO_ANSWER:,} ({AUTO_TRIES} tries: x was {causes}); write the numbers into the "
+            "equation instead (x = 12 - 5)")
 
 
 def format_number(value: Fraction) -> str:
@@ -425,12 +470,17 @@ def fill_numbers(masked_text: str, values: Mapping[str, str], seed: int) -> tupl
     values = dict(values)
     used = {number_value(v) for v in values.values()}
     rng = random.Random(seed)
-    for k in sorted(set(_NUM_TOKEN_IN_TEXT.findall(masked_text)), key=int):
+    for k in sorted(set(_NUM_TOKEN_TO_FILL.findall(masked_text)), key=int):
         if f"num{k}" not in values:
             free = [v for v in AUTO_RANGE if Fraction(v) not in used] or list(AUTO_RANGE)
             values[f"num{k}"] = str(rng.choice(free))
             used.add(Fraction(values[f"num{k}"]))
-    text = _NUM_TOKEN_IN_TEXT.sub(lambda m: values[f"num{m.group(1)}"], masked_text)
+
+    def number(m: re.Match) -> str:
+        glued = m.start() > 0 and masked_text[m.start() - 1].isalpha()
+        return (" " if glued else "") + values[f"num{m.group(1)}"]
+
+    text = _NUM_TOKEN_TO_FILL.sub(number, masked_text)
     return text, {k: values[k] for k in sorted(values, key=lambda t: int(t[3:]))}
 
 

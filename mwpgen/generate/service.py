@@ -7,7 +7,7 @@ For a request it
    kept as the selector's picks are, then zero vectors), then " problem:";
 2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several);
 3. judges each candidate (only with `verify = K`: without it nothing is checked and no verdict is shown):
-   - with a learned judge (mwpgen/learned_judge.py, the train_judge stage's models/judge/<dataset>/fold<k>): its
+   - with a learned judge (mwpgen/judge/model.py, the train_judge stage's models/judge/<dataset>/fold<k>): its
      probability p that the problem encodes the equation; verified when p reaches the judge's threshold (chosen
      on readings of validation equations), and where the judge is gated by the rule (judge.json's gated_by_rule),
      when the rule below accepts it too;
@@ -29,7 +29,8 @@ ACC-eq.
 
 A caller that must answer within a time (the served model: its request timeout) passes a `deadline`
 (time.monotonic()); decoding stops at the first token step past it and DeadlineExceeded is raised between the
-steps above, so work nobody waits for any more is abandoned rather than finished.
+steps above and between the co-trained mwp2eq's batches of candidates (parse, equation_firmness), so work nobody
+waits for any more is abandoned rather than finished.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ from mwpgen.generate.request import (Request, RequestError, auto_numbers, detoke
 from mwpgen.judge.model import LearnedJudge
 from mwpgen.judge.rule import equation_logprobs, judged
 from mwpgen.lm.decoding import _generation_config, predict_equations
+from mwpgen.lm.prompts import encode_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
 from mwpgen.runtime import resolve_device
 
+MWP2EQ_BATCH = 16  # candidates the co-trained mwp2eq reads at once (parse, equation_firmness)
 
 class DeadlineExceeded(TimeoutError):
     """The request's deadline passed before its problems were ready; what was computed is dropped."""
@@ -214,10 +217,9 @@ class Service:
                 # stable: equal keys keep sampling order; without the gate every rule[i] is None
                 order.sort(key=lambda i: (rule[i] is not True, -probability[i]))
             else:
-                parsed = self.parse(texts)
+                parsed = self.parse(texts, deadline)
                 verified = [judged(p, request.equation, t) for p, t in zip(parsed, texts)]
-                check_deadline(deadline, "before the candidates were ranked")
-                firmness = self.equation_firmness(texts, request.equation)
+                firmness = self.equation_firmness(texts, request.equation, deadline)
                 order.sort(key=lambda i: (not verified[i], -firmness[i]))
         shown = order[: request.n]
         # only the shown problems' likelihoods: nothing ranks by them
@@ -237,14 +239,33 @@ class Service:
                                     None if probability[i] is None else round(probability[i], 4)))
         return problems
 
-    def equation_firmness(self, masked_texts: Sequence[str], equation: str) -> list[float]:
-        """The co-trained mwp2eq's log p(equation | problem) per equation token, teacher-forced: the judge's rank."""
-        return [s / max(n, 1) for s, n in equation_logprobs(self.mwp2eq, self.tokenizer, masked_texts,
-                                                             [equation] * len(masked_texts), batch_size=16)]
+    def equation_firmness(self, masked_texts: Sequence[str], equation: str,
+                          deadline: float | None = None) -> list[float]:
+        """The co-trained mwp2eq's log p(equation | problem) per equation token, teacher-forced: the judge's rank.
+        Read a batch at a time with the deadline checked before each: the batches of one call, in its order."""
+        firmness: list[float] = []
+        for start in range(0, len(masked_texts), MWP2EQ_BATCH):
+            check_deadline(deadline, "while the rule ranked the candidates")
+            rows = masked_texts[start : start + MWP2EQ_BATCH]
+            firmness += [s / max(n, 1) for s, n in equation_logprobs(self.mwp2eq, self.tokenizer, rows,
+                                                                     [equation] * len(rows), batch_size=MWP2EQ_BATCH)]
+        return firmness
 
-    def parse(self, masked_texts: Sequence[str]) -> list[str]:
-        """The co-trained mwp2eq's greedy reading of each problem (as ACC-eq's evaluator reads, with its prompt)."""
-        return predict_equations(self.mwp2eq, self.tokenizer, masked_texts, batch_size=16, device=self.device)
+    def parse(self, masked_texts: Sequence[str], deadline: float | None = None) -> list[str]:
+        """The co-trained mwp2eq's greedy reading of each problem (as ACC-eq's evaluator reads, with its prompt).
+        Read a batch at a time with the deadline checked before each; the batches are those one call of
+        predict_equations forms (longest prompt first, a stable order), so every reading is the same."""
+        lengths = [len(encode_prompt(self.tokenizer, mwp2eq_prompt(t))) for t in masked_texts]
+        order = sorted(range(len(masked_texts)), key=lambda i: lengths[i], reverse=True)
+        parsed: list[str] = [""] * len(masked_texts)
+        for start in range(0, len(order), MWP2EQ_BATCH):
+            check_deadline(deadline, "while the rule parsed the candidates")
+            rows = order[start : start + MWP2EQ_BATCH]
+            readings = predict_equations(self.mwp2eq, self.tokenizer, [masked_texts[i] for i in rows],
+                                         batch_size=MWP2EQ_BATCH, device=self.device)
+            for i, reading in zip(rows, readings):
+                parsed[i] = reading
+        return parsed
 
     def rule_by_probability(self, texts: Sequence[str], equation: str, probability: Sequence[float], n: int,
                             deadline: float | None = None,
@@ -260,7 +281,7 @@ class Service:
                 break
             check_deadline(deadline, "before the rule parsed the candidates")
             rows = by_p[start : start + chunk]
-            for i, p in zip(rows, self.parse([texts[i] for i in rows])):
+            for i, p in zip(rows, self.parse([texts[i] for i in rows], deadline)):
                 parsed[i], rule[i] = p, judged(p, equation, texts[i])
         return parsed, rule
 
