@@ -55,18 +55,18 @@ def stage_env(params: Params, parent_run_id: str) -> dict[str, str]:
     return {**os.environ, **api_env(), PARENT_ENV: parent_run_id, **threads_env(params)}
 
 
-# A stage's output goes to this logger, whose only handler sends it to the Prefect API as the stage task run's log
-# (the terminal gets the raw lines from `echo`, not Prefect's formatted copy).
-STAGE_LOG = logging.getLogger("mwpgen.stage")
-STAGE_LOG.propagate = False
-STAGE_LOG.setLevel(logging.INFO)
+def stage_logger() -> logging.Logger:
+    """The logger a stage's output goes to: its one handler sends each line to the Prefect API as the stage task run's
+    log (the terminal gets the raw lines from `echo`, not Prefect's formatted copy). Set up at each use: a logging
+    configuration (Prefect's, at its start) may have reset it."""
+    from prefect.logging.handlers import APILogHandler
 
-
-def _to_api() -> None:
-    if not STAGE_LOG.handlers:
-        from prefect.logging.handlers import APILogHandler
-
-        STAGE_LOG.addHandler(APILogHandler())
+    log = logging.getLogger("mwpgen.stage")
+    log.propagate, log.disabled = False, False
+    log.setLevel(logging.INFO)
+    if not any(isinstance(h, APILogHandler) for h in log.handlers):
+        log.addHandler(APILogHandler())
+    return log
 
 
 class StageFailed(RuntimeError):
@@ -77,9 +77,10 @@ class StageFailed(RuntimeError):
 def stage(name: str, repro: Repro) -> None:
     """One stage `dvc repro` runs: its output, line by line, is this task run's log; it fails naming the stage's
     error if DVC ends failing on it."""
+    log = stage_logger()
     for line in repro.stage_lines():
-        STAGE_LOG.info(line.rstrip("\n"))
-    if repro.proc.poll() is None and repro._pending is None:  # its lines ended with DVC's output: DVC is ending
+        log.info(line.rstrip("\n"))
+    if repro.proc.poll() is None and repro.pending is None:  # its lines ended with DVC's output: DVC is ending
         repro.proc.wait()
     if repro.proc.returncode not in (None, 0) and repro.failed_stage in (None, name):
         raise StageFailed(f"stage {name} failed: {repro.cause()}")
@@ -108,7 +109,6 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
     check_targets(targets or [])
     if note := remote_note(PROJECT_ROOT):
         log.warning(note)
-    _to_api()
     echo = (lambda line: print(line, end="", flush=True)) if verbose else (
         lambda line: None if NOISE.search(line) else print(line, end="", flush=True))
     with clone_lock(PROJECT_ROOT) as lock_fd, \

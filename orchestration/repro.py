@@ -168,20 +168,20 @@ class Repro:
         self.failed_stage: str | None = None
         self.started: dict[str, float] = {}
         self.seconds: dict[str, float] = {}
-        self._pending: str | None = None  # a "Running stage" line read, not yet handed out
+        self.pending: str | None = None  # a "Running stage" line read, not yet handed out
 
     def next_stage(self) -> str | None:
         """Read on to the next stage DVC runs (None: DVC has ended); its "Running stage" line is its first."""
-        if self._pending is None:
+        if self.pending is None:
             for line in self.proc.stdout:
                 if RUNNING.match(line):
-                    self._pending = line
+                    self.pending = line
                     break
                 self._take(line)
-        if self._pending is None:
+        if self.pending is None:
             self._ended()
             return None
-        line, self._pending = self._pending, None
+        line, self.pending = self.pending, None
         self._ended()
         self.stage = RUNNING.match(line)["stage"]
         self.started[self.stage] = time.time()
@@ -193,7 +193,7 @@ class Repro:
         """The current stage's lines, to the next stage's start or DVC's end."""
         for line in self.proc.stdout:
             if RUNNING.match(line):
-                self._pending = line
+                self.pending = line
                 return
             self._take(line)
             yield line

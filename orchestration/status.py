@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -83,17 +82,10 @@ def tracking_store_problem(uri: str) -> str | None:
         return None
     if path.is_dir():
         return f"{where} is a folder, not a sqlite file"
-    try:  # a write lock taken and given back at once: what the first run MLflow logs needs
-        con = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=2)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-            con.rollback()
-        finally:
-            con.close()
-    except sqlite3.OperationalError as e:
-        if "locked" in str(e):  # another process writes to it now: writable
-            return None
-        return f"{where} is not writable ({e}): check its permissions (`ls -l {path}`)"
+    try:  # opened for writing as sqlite opens it (nothing written)
+        os.close(os.open(path, os.O_RDWR))
+    except OSError as e:
+        return f"{where} is not writable ({e.strerror}): check its permissions (`ls -l {path}`)"
     if not os.access(path.parent, os.W_OK | os.X_OK):
         return f"{where} is not writable: its folder {path.parent} is read-only (sqlite writes its journal there)"
     return None
