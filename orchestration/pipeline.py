@@ -199,7 +199,8 @@ def main() -> None:
             changed = apply_profile(PROJECT_ROOT / "params.yaml", profile)
         except ParamsError as e:
             usage_error(str(e))
-        print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)"))
+        print(f"profile {args.profile}: set " + (", ".join(changed) or "nothing (already applied)")
+              + "; `python -m orchestration.undo` puts back params.yaml and every file the run changes in git")
     # Refuse bad params here, before Prefect starts and long before `dvc repro` (whose matrix would otherwise
     # meet e.g. an unknown dataset name first and fail with DVC's message instead of ours).
     try:
