@@ -49,6 +49,8 @@ def missing_remote_folder(root: Path) -> tuple[str, Path] | None:
 
 def archive_restorable(root: Path) -> list[str]:
     """Outputs of dvc.lock that archive/ holds and the workspace lacks: what `archive pull` would restore."""
+    if not (root / "dvc.lock").exists():  # nothing has run in this clone yet
+        return []
     return [path for path, md5 in archive.archived_outputs(root).items()
             if not (root / path).exists() and (root / "archive" / "files" / "md5" / md5[:2] / md5[2:]).exists()]
 

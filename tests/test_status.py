@@ -46,3 +46,10 @@ def test_a_missing_remote_folder_is_named_with_the_archive_that_restores_the_res
     (tmp_path / "mwpgen-dvc-remote").mkdir()  # the remote is there: nothing to say
     assert missing_remote_folder(repo) is None and remote_note(repo) is None
     assert report(repo)[0] == f"DVC remote 'storage': {tmp_path / 'mwpgen-dvc-remote'}"
+
+
+def test_a_clone_where_nothing_ran_yet_has_nothing_to_restore(tmp_path):
+    repo = _clone(tmp_path)
+    (repo / "dvc.lock").unlink()
+    assert archive_restorable(repo) == []
+    assert "archive pull" not in remote_note(repo)
