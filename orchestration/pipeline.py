@@ -107,8 +107,11 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
     if push and not commit:
         raise ValueError("nothing to push without committing the outputs to the DVC cache")
     check_targets(targets or [])
-    if note := remote_note(PROJECT_ROOT):
-        log.warning(note)
+    try:
+        if note := remote_note(PROJECT_ROOT):
+            log.warning(note)
+    except Exception as e:  # noqa: BLE001 -- a note about the remote never stops a run
+        log.info("could not check the DVC remote: %s", e)
     echo = (lambda line: print(line, end="", flush=True)) if verbose else (
         lambda line: None if NOISE.search(line) else print(line, end="", flush=True))
     with clone_lock(PROJECT_ROOT) as lock_fd, \
@@ -135,7 +138,8 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
             run.metrics({"wall_s": wall, **{f"stage_wall_s.{k.replace('@', ':')}": v
                                             for k, v in repro.seconds.items()}})
             for path in ("dvc.lock", "params.yaml"):
-                run.artifact(PROJECT_ROOT / path)
+                if (PROJECT_ROOT / path).exists():  # a first run interrupted before any stage ended has no lock
+                    run.artifact(PROJECT_ROOT / path)
         if returncode != 0:
             raise RuntimeError(f"dvc repro failed: {repro.cause()}")
         log.info("pipeline wall time %.1f s; stages run (wall s):\n%s", wall,
@@ -149,8 +153,7 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
 
 def _prepare_while_the_server_starts() -> None:
     """The flow's first steps that need no Prefect API, done while its server starts (some 15 s on a fresh clone):
-    MLflow's store and experiment created, the targets checked against `dvc stage list`. The flow repeats both (then
-    at no cost) and meets any error in them itself."""
+    MLflow's store and experiment created. The flow repeats it (then at no cost) and meets any error in it itself."""
     experiment_id(client())
 
 
