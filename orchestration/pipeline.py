@@ -95,7 +95,7 @@ def check_targets(targets: list[str], env: dict | None = None) -> None:
         return
     names = stage_names(PROJECT_ROOT, env)
     if names is not None and (bad := unknown_targets(PROJECT_ROOT, targets, names)):
-        raise ValueError("; ".join(bad))
+        raise ValueError("; ".join(bad) + "; `dvc stage list` names them")
     _checked.add(tuple(targets))
 
 

@@ -79,8 +79,7 @@ def unknown_targets(root: Path, targets: list[str], names: list[str]) -> list[st
         if target in known or stage in known or (root / target).is_file():
             continue
         close = difflib.get_close_matches(stage, sorted(known), n=3, cutoff=0.6)
-        lines.append(f"unknown stage {target!r}" + (f" (did you mean {', '.join(close)}?)" if close else "")
-                     + "; `dvc stage list` names them")
+        lines.append(f"unknown stage {target!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
     return lines
 
 
