@@ -4,7 +4,7 @@
 
 libgomp, which the CPU build of torch uses, lets a thread that waits for the others spin for a while before it
 sleeps. On 2 cores that is free while torch has the machine to itself, and costly when something else wants a core:
-the evaluate stage parses while the METEOR JVM starts beside it (benchmarks/bench_parse_beside_jvm.py), and the test suite
+the evaluate stage parses while the METEOR JVM starts beside it (studies/speed/bench_parse_beside_jvm.py), and the test suite
 runs two pytest workers, each with two torch threads. Smoke runs (orchestration/pipeline.py's `stage_env`) and the
 suite (tests/conftest.py) set OMP_WAIT_POLICY=PASSIVE; real runs keep the default. Each arm runs in a child process
 of its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's default,

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 import traceback
+import urllib.request
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -20,6 +21,22 @@ from tracking.provenance import machine
 from tracking.runs import curve_rows, is_timing
 
 DATA = PROJECT_ROOT / "data"
+SHARED_API_FILE = PROJECT_ROOT / ".prefect" / "api-url"  # `python -m orchestration.prefect_api serve` writes it
+
+
+def use_shared_prefect_api(file: Path = SHARED_API_FILE) -> None:
+    """Without PREFECT_API_URL (a plain `dvc repro`), report to this clone's shared Prefect server when one answers,
+    instead of starting a temporary server for this stage alone (some 7 s)."""
+    if os.environ.get("PREFECT_API_URL") or not file.exists():
+        return
+    url = file.read_text().strip()
+    try:
+        urllib.request.urlopen(f"{url}/health", timeout=1).close()
+    except (OSError, ValueError):
+        return
+    os.environ["PREFECT_API_URL"] = url
+    if "prefect.context" in sys.modules:  # Prefect read its settings at import
+        sys.modules["prefect.context"].refresh_global_settings_context()
 
 
 def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
@@ -69,6 +86,7 @@ def run_stage(flow: Callable, *args, failed_metrics: Sequence[Path] = ()) -> Non
     (exit code 1), each of the stage's `failed_metrics` files is replaced by {"failed": that line} so no stale good
     result remains, and the traceback is shown only with MWPGEN_DEBUG=1."""
     debug = os.environ.get(DEBUG_ENV) == "1"
+    use_shared_prefect_api()
     # The interpreter's exit ends in garbage collections that walk every object Prefect, MLflow and pydantic made
     # (0.7-1.1 s): frozen at exit, they are skipped. Exit handlers (Prefect's log and event drains, MLflow's) still
     # run and files still flush; only garbage in reference cycles is left to the OS.

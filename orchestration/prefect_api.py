@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Iterator
 
 API_ENV = "PREFECT_API_URL"
+ROOT = Path(__file__).resolve().parent.parent
+# This clone's shared server, for plain `dvc repro` (`serve`); the stages read it (flows.common.SHARED_API_FILE).
+SHARED_API_FILE = ROOT / ".prefect" / "api-url"
 
 
 class PrefectServerError(RuntimeError):
@@ -178,6 +181,15 @@ def _sigterm_as_exit(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def shared_api_url(file: Path = SHARED_API_FILE) -> str | None:
+    """The URL of this clone's shared server (`serve`) when it answers; None otherwise."""
+    try:
+        url = file.read_text().strip()
+    except OSError:
+        return None
+    return url if url and is_serving(url, timeout_s=1) else None
+
+
 @contextmanager
 def shared_api(home: Path | None = None, ui: bool = True) -> Iterator[str]:
     """The Prefect API a whole run uses, named by PREFECT_API_URL while inside (environment and this process's
@@ -190,6 +202,13 @@ def shared_api(home: Path | None = None, ui: bool = True) -> Iterator[str]:
                                      f"unset {API_ENV} to have this run start one of its own")
         yield existing
         return
+    if served := shared_api_url():  # this clone's shared server (`serve`)
+        point_prefect_at(served)
+        try:
+            yield served
+        finally:
+            point_prefect_at(None)
+        return
     main_thread = threading.current_thread() is threading.main_thread()  # signal handlers: main thread only
     previous = signal.signal(signal.SIGTERM, _sigterm_as_exit) if main_thread else None
     try:
@@ -198,3 +217,40 @@ def shared_api(home: Path | None = None, ui: bool = True) -> Iterator[str]:
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+def serve(file: Path = SHARED_API_FILE, home: Path | None = None) -> None:
+    """A Prefect server for this clone until interrupted: its URL in `file`, so that the stages of a plain `dvc repro`
+    (flows.common.use_shared_prefect_api) and the pipeline use it instead of each starting a server of its own."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        signal.signal(signal.SIGTERM, _sigterm_as_exit)
+    with prefect_server(home) as url:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(url + "\n")
+        try:
+            print(f"Prefect API for this clone: {url} (UI: {url.removesuffix('/api')}); plain `dvc repro` and "
+                  "the pipeline use it while this runs; Ctrl-C stops it", flush=True)
+            while True:
+                time.sleep(3600)
+        finally:
+            file.unlink(missing_ok=True)
+
+
+def main() -> None:
+    import argparse
+
+    cli = argparse.ArgumentParser(description="python -m orchestration.prefect_api serve: " + (serve.__doc__ or ""))
+    cli.add_argument("command", choices=["serve"])
+    cli.add_argument("--file", type=Path, default=SHARED_API_FILE, help=argparse.SUPPRESS)
+    args = cli.parse_args()
+    try:
+        serve(args.file)
+    except KeyboardInterrupt:
+        pass
+    except PrefectServerError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

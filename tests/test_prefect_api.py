@@ -108,3 +108,45 @@ def test_the_pipeline_starts_one_server_and_its_stages_use_it(tmp_path, home):
     assert "data/raw" in (tmp_path / "dvc.lock").read_text()
     cached = [p for p in (tmp_path / ".dvc" / "cache").rglob("*") if p.is_file()]
     assert not cached, cached
+
+
+def test_a_stage_of_plain_dvc_repro_uses_the_clones_shared_server_when_it_answers(prefect_api, monkeypatch,
+                                                                                   tmp_path):
+    """flows.common.use_shared_prefect_api: the URL `python -m orchestration.prefect_api serve` wrote, if it answers;
+    else nothing changes (the stage starts its temporary server as before); PREFECT_API_URL set wins."""
+    from flows.common import use_shared_prefect_api
+
+    file = tmp_path / "api-url"
+    monkeypatch.delenv(API_ENV, raising=False)
+    use_shared_prefect_api(file)  # no file
+    assert API_ENV not in os.environ
+    file.write_text(f"http://127.0.0.1:{free_port()}/api\n")  # a server that is gone
+    use_shared_prefect_api(file)
+    assert API_ENV not in os.environ
+    file.write_text(prefect_api + "\n")
+    try:
+        use_shared_prefect_api(file)
+        assert os.environ[API_ENV] == prefect_api
+    finally:
+        point_prefect_at(prefect_api)  # the session's server, as before
+    monkeypatch.setenv(API_ENV, "http://elsewhere/api")
+    use_shared_prefect_api(file)
+    assert os.environ[API_ENV] == "http://elsewhere/api"
+
+
+@pytest.mark.slow
+def test_serve_names_its_server_in_the_file_while_it_runs(home, tmp_path):
+    file = tmp_path / "api-url"
+    env = {**os.environ, "PREFECT_HOME": str(home)}
+    env.pop(API_ENV, None)
+    proc = subprocess.Popen([sys.executable, "-m", "orchestration.prefect_api", "serve", "--file", str(file)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        assert proc.stdout.readline().startswith("Prefect API for this clone: http://127.0.0.1:")
+        url = file.read_text().strip()
+        assert is_serving(url)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert not file.exists() and not is_serving(url)

@@ -122,28 +122,6 @@ def test_a_smoke_run_lets_torch_threads_sleep_while_they_wait_and_a_real_run_doe
     assert stage_env(smoke, "r1")["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
-def test_jobs_below_one_is_refused_before_anything_is_written(project, capsys):
-    before = (project.root / "params.yaml").read_text()
-    with pytest.raises(SystemExit) as e:
-        project("--profile", "fast", "--jobs", "0")
-    assert e.value.code == 2 and "--jobs must be at least 1, not 0" in capsys.readouterr().err
-    assert (project.root / "params.yaml").read_text() == before
-
-
-def test_jobs_reaches_the_pipeline(project):
-    assert project("--jobs", "3")[-1]["jobs"] == 3
-    assert project()[-1]["jobs"] is None  # the pipeline's default: 2 in a smoke run, else 1
-
-
-def test_a_smoke_run_runs_two_stages_at_a_time_and_a_real_run_one():
-    from mwpgen.config.schema import Params
-    from orchestration.pipeline import stage_jobs
-
-    real = Params()
-    smoke = real.model_copy(update={"experiment": real.experiment.model_copy(update={"smoke": True})})
-    assert (stage_jobs(real, None), stage_jobs(smoke, None), stage_jobs(real, 3)) == (1, 2, 3)
-
-
 SHIPPED = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "profiles").glob("*.yaml"))
 
 

@@ -8,6 +8,7 @@ not a silent "the last one wins". Every error is a `ParamsError` naming the file
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,24 @@ def _check_unique_keys(node, source: str, path: tuple[str, ...] = (), seen_nodes
             _check_unique_keys(item, source, (*path, str(i)), seen_nodes)
 
 
+def _long_integer(node, source: str, path: tuple[str, ...] = ()) -> str | None:
+    """'file:line: key: an integer of N digits ...' for the first integer too long to read, or None."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
+    if isinstance(node, ScalarNode) and node.tag.endswith(":int"):
+        digits = sum(c.isdigit() for c in node.value)
+        if digits > sys.get_int_max_str_digits():
+            return (f"{source}:{node.start_mark.line + 1}: {'.'.join(path) or 'value'}: an integer of {digits:,} "
+                    f"digits (at most {sys.get_int_max_str_digits():,} are read)")
+    pairs = (node.value if isinstance(node, MappingNode) else
+             [(str(i), item) for i, item in enumerate(node.value)] if isinstance(node, SequenceNode) else [])
+    for key, value in pairs:
+        key = key.value if isinstance(key, ScalarNode) else str(key)
+        if found := _long_integer(value, source, (*path, key)):
+            return found
+    return None
+
+
 def parse_yaml(text: str, source: str) -> Any:
     """Parse a params or profile file as YAML 1.2 (the YAML DVC reads and writes), refusing duplicate keys.
 
@@ -51,6 +70,10 @@ def parse_yaml(text: str, source: str) -> Any:
         if node is not None:
             _check_unique_keys(node, source)
         return YAML(typ="safe", pure=True).load(text)
+    except ParamsError:
+        raise
+    except ValueError as e:  # an integer longer than Python reads (sys.get_int_max_str_digits): name its key
+        raise ParamsError(_long_integer(node, source) or f"{source}: {e}") from None
     except YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""

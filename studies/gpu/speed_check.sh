@@ -65,7 +65,7 @@ case $part in
 2)
   for batch in 8 64; do
     echo "=== bench_compile reduce-overhead, fused AdamW, batch $batch" | log
-    timeout 200 python3 -m benchmarks.bench_compile --model "$random_model" --device cuda --mode reduce-overhead \
+    timeout 200 python3 -m studies.speed.bench_compile --model "$random_model" --device cuda --mode reduce-overhead \
       --fused-adam --steps 10 --batch "$batch" --lengths 128 2>&1 | grep -v Warning | log
   done ;;
 3) echo "second third of the GGUF kept" | log ;;

@@ -1,4 +1,7 @@
-"""What DVC itself costs per stage, one `dvc repro` for the whole run against one `dvc repro --single-item` per stage
+"""Record, no longer runnable: `orchestration/parallel_repro.py` was removed (its plan used DVC internals); check out
+commit 008ddf3 to rerun it. The pipeline runs plain `dvc repro` (studies/speed/README.md).
+
+What DVC itself costs per stage, one `dvc repro` for the whole run against one `dvc repro --single-item` per stage
 (orchestration/parallel_repro.py), and what running stages side by side gains, on stages that do no work.
 
 A scratch DVC project (in git, with autostage, as this project) of N stages whose command is a `cat`: a chain (each
@@ -9,7 +12,7 @@ each on a fresh copy:
     jobs=1     parallel_repro.plan + run, one stage at a time
     jobs=2     the same, two at a time
 
-    bash scripts/run.sh python -m benchmarks.bench_parallel_repro [--stages 8] [--rounds 3]
+    bash scripts/run.sh python -m studies.speed.bench_parallel_repro [--stages 8] [--rounds 3]
 
 Prints the median wall seconds per arm and shape, and per stage.
 """

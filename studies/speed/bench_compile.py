@@ -1,9 +1,9 @@
 """A plain causal-LM training step (what train_lm does; ours' steps are built of such passes), eager against
 torch.compile (inductor; on CPU it writes C++ kernels with the machine's compiler), side by side.
 
-    python -m benchmarks.bench_compile --model smollm2-135m --steps 4 --batch 8 --lengths 128
-    python -m benchmarks.bench_compile --model smollm2-135m --steps 6 --batch 8 --lengths 96 128 112
-    python -m benchmarks.bench_compile --model MODEL --device cuda --mode reduce-overhead --steps 20 --batch 8
+    python -m studies.speed.bench_compile --model smollm2-135m --steps 4 --batch 8 --lengths 128
+    python -m studies.speed.bench_compile --model smollm2-135m --steps 6 --batch 8 --lengths 96 128 112
+    python -m studies.speed.bench_compile --model MODEL --device cuda --mode reduce-overhead --steps 20 --batch 8
 
 `--mode` is torch.compile's: on a GPU, reduce-overhead replays the step's kernels as CUDA graphs, which is what a
 launch-bound step (SmolLM2-135M at batch 8) needs; fused AdamW (`--fused-adam`, CUDA only) for both arms.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The smoke profile from a fresh clone of this checkout, twice in a row: DVC's cache by copy (as committed), then by
 # hardlink (`dvc config --local cache.type hardlink,symlink` in the clone). Run with nothing else on the CPU:
-#   MWPGEN_MIRROR=../shared/data/raw bash benchmarks/smoke_ab.sh      (studies/stage_overhead/README.md)
+#   MWPGEN_MIRROR=../shared/data/raw bash studies/speed/smoke_ab.sh      (studies/stage_overhead/README.md)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 for arm in copy hardlink; do

@@ -2,7 +2,7 @@
 ones that write the same tokens, side by side in one run: what the host's per-token work costs and what removing it
 buys, before any of it is adopted by the trainer.
 
-    python -m benchmarks.bench_writer_lean --model smollm2-135m --batch 8 --tokens 32 --rounds 3
+    python -m studies.speed.bench_writer_lean --model smollm2-135m --batch 8 --tokens 32 --rounds 3
 
 Arms (each writes `--tokens` tokens for `--batch` left-padded prompts, no EOS, bf16 autocast as training has it
 unless said; the same Gumbel noise, drawn up front, so every arm can be checked token for token against today's):

@@ -1,6 +1,6 @@
 """The evaluator's parse while the METEOR JVM starts beside it, at 2 and 1 torch threads (issue 22's smoke run).
 
-    bash scripts/run.sh python -m benchmarks.bench_parse_beside_jvm models/mwp2eq/arithmetic/fold0 --n 8 --repeats 3
+    bash scripts/run.sh python -m studies.speed.bench_parse_beside_jvm models/mwp2eq/arithmetic/fold0 --n 8 --repeats 3
 
 The evaluate stage starts the METEOR JVM first so that it loads while the evaluator parses (flows/evaluate.py). On
 2 cores, torch's two OpenMP threads then share the CPU with the JVM's start. Each arm parses the first `--n` test

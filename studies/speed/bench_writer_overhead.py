@@ -1,8 +1,8 @@
 """The writer of M' (ours' phase 2: `free_running_problems`, one decoding step per written token): how much of a
 token is the host's dispatching of ops rather than arithmetic, side by side in one run.
 
-    python -m benchmarks.bench_writer_overhead --model smollm2-135m --batch 8 --tokens 32
-    python -m benchmarks.bench_writer_overhead --model MODEL --device cuda --batch 8 --tokens 64
+    python -m studies.speed.bench_writer_overhead --model smollm2-135m --batch 8 --tokens 32
+    python -m studies.speed.bench_writer_overhead --model MODEL --device cuda --batch 8 --tokens 64
 
 Arms: the model itself, and the same architecture (its depth, head layout and vocabulary) at widths 64 / 128 / 8 (a
 hidden size of 64, an MLP of 128, heads 8 wide), whose arithmetic is nearly nothing: its time per token is what the
