@@ -34,7 +34,7 @@ def base_project(root: Path, remote: Path) -> Path:
     base = root / "base"
     base.mkdir(parents=True)
     copy_project(base)
-    records = synthetic_records(50)
+    records = synthetic_records(50, id_prefix="syn")
     write_jsonl(base / "data" / "processed" / "arithmetic.jsonl", records)
     write_json(base / "data" / "splits" / "arithmetic.json",
                {"dataset": "arithmetic", "n_folds": 5, "seed": 1, "method": "seeded", "folds": seeded_folds(records, 5, 1)})

@@ -18,6 +18,8 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+
+from mwpgen.paths import FoldPaths
 import torch
 
 from mwpgen.generate import cli, model_resolution, output_file, output_format
@@ -239,9 +241,9 @@ def test_the_served_model_is_the_tuned_one_only_where_tuning_covers_the_fold():
 def test_no_model_help_quotes_the_committed_training_times(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(model_resolution, "PROJECT_ROOT", tmp_path)
     for model, wall_s in (("mwp2eq", 1727.6), ("ours", 4614.9), ("ours-rft", 830.0)):
-        path = tmp_path / "metrics" / "train" / model / "arithmetic" / "fold0.json"
+        path = FoldPaths(tmp_path, model, "arithmetic", 0).train_timing  # where write_metrics keeps the timings
         path.parent.mkdir(parents=True)
-        path.write_text(json.dumps({"timing": {"wall_s": wall_s}}))
+        path.write_text(json.dumps({"wall_s": wall_s}))
     code, _, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
     assert code == 1 and "took 29 min for the evaluator" in err and "and 77 min for ours" in err
     assert "then 14 min to tune it (ours-rft)" in err

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from flows.common import read_metrics, record_training, write_metrics
+from tracking.provenance import machine
 from tracking.runs import curve_rows
 from mwpgen.paths import FoldPaths
 
@@ -18,8 +19,10 @@ def test_timings_go_to_their_own_file_and_come_back_together(tmp_path):
                                                        "phase1_step_s": 4.7, "phase1_min_per_epoch": 10.8}
     assert json.loads(metrics.read_text()) == {"bleu4": 0.2, "n": 298, "best_val_loss": 1.5}
     assert read_metrics(metrics, timing)["wall_s"] == 12.5
+    assert json.loads(timing.read_text())["machine"] == machine()  # where it was computed, beside the timings
     write_metrics(metrics, timing, {"not_run": "no GloVe"})
-    assert json.loads(timing.read_text()) == {}  # written even empty: dvc.yaml declares it
+    assert json.loads(timing.read_text()) == {"machine": machine()}  # written even empty: dvc.yaml declares it
+    assert {"cpu", "kind", "commit", "code_dirty"} <= set(machine())
 
 
 def test_fold_timing_paths_sit_under_timing(tmp_path):
@@ -51,5 +54,5 @@ def test_record_training_logs_the_curve_by_step_and_timings_apart(tmp_path, monk
     assert history == {"train_loss": [(1, 2.0), (2, 9.0), (3, 0.5)], "val_loss": [(0, 3.0), (2, 1.5)]}
     logged = c.get_run(run.run_id).data.metrics
     assert logged["time/wall_s"] == 60.0 and logged["best_val_loss"] == 1.5 and "wall_s" not in logged
-    assert json.loads(paths.train_timing.read_text()) == {"wall_s": 60.0}
+    assert json.loads(paths.train_timing.read_text()) == {"wall_s": 60.0, "machine": machine()}
     assert "timing" not in json.loads(paths.train_metrics.read_text())

@@ -12,6 +12,7 @@ import sqlite3
 import pytest
 import yaml
 from conftest import copy_project, run_in, scratch_env
+from mwpgen.paths import FoldPaths
 from synthetic_mwp import synthetic_records
 
 from mwpgen.io import write_json, write_jsonl
@@ -150,7 +151,9 @@ def test_every_trainer_reports_the_shared_names(project):
     for model in ("mwp2eq", "gpt_pre", "seq2seq_tf", "ours", "ours-eq_softmax", "ours-dpo"):
         metrics = json.loads((dest / "metrics" / "train" / model / "arithmetic" / "fold0.json").read_text())
         assert list(metrics)[:len(SHARED)] == list(SHARED) and metrics["steps"] > 0, model
-        assert metrics["timing"]["wall_s"] >= 0 and "wall_s" not in metrics, model
+        timing = json.loads(FoldPaths(dest, model, "arithmetic", 0).train_timing.read_text())
+        assert timing["wall_s"] >= 0 and "wall_s" not in metrics and "timing" not in metrics, model
+        assert timing["machine"]["kind"] in ("AVX512-BF16", "AVX2-only", "other"), model
         curve = (dest / "plots" / "train" / model / "arithmetic" / "fold0.csv").read_text().splitlines()
         assert curve[0].startswith("step,train_loss,val_loss") and len(curve) >= metrics["steps"] + 1, model
 

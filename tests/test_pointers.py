@@ -20,7 +20,8 @@ SKIP = ("archive/", "data/", "results/", "metrics/", "plots/", "dvc.lock")
 
 def tracked_sources() -> list[Path]:
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    chosen = [f for f in files if (f.endswith(SUFFIXES) or f == ".dvc/config") and not f.startswith(SKIP)]
+    chosen = [f for f in files if (f.endswith(SUFFIXES) or f == ".dvc/config") and not f.startswith(SKIP)
+              and f != "tests/test_pointers.py"]  # its own examples point nowhere on purpose
     return [ROOT / f for f in chosen if (ROOT / f).exists()]
 
 
@@ -56,7 +57,7 @@ def test_every_quoted_section_is_a_heading_of_its_file():
 
 def test_every_cited_doc_or_study_path_exists():
     broken = []
-    for path in tracked_sources():
+    for path in (p for p in tracked_sources() if not p.relative_to(ROOT).parts[0] == "tests"):  # tests make files
         for m in CITED_PATH.finditer(path.read_text(encoding="utf-8", errors="replace")):
             cited = m.group(1).rstrip(".,:;)")
             if "*" in cited or "<" in cited or "{" in cited:

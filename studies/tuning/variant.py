@@ -90,7 +90,7 @@ def main(argv=None) -> None:
                "read_right": sum(r["label"] for r in readings),
                **{k: result[k] for k in ("steps", "n", "readings", "right_candidates", "mixed_in", "pairs", "device")
                   if k in result},
-               "wall_s": round(result["wall_s"], 1), "final_loss": round(result["history"][-1]["loss"], 4),
+               "wall_s": round(result["wall_s"], 1), "final_loss": round(result["history"][-1]["train_loss"], 4),
                "cpu": cpu_name(), "bf16": cpu_supports_bf16(),
                "tuning": cfg.model_dump()}
     RECORDS.mkdir(parents=True, exist_ok=True)
