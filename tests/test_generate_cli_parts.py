@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from import_closure import closure
+from orchestration.code_deps import closure
 from mwpgen.generate import cli, model_resolution
 from test_generate_cli import make_tiny_bundle
 
