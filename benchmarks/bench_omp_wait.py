@@ -1,6 +1,6 @@
 """torch's OpenMP threads spinning (GNU OpenMP's default) or sleeping (OMP_WAIT_POLICY=PASSIVE) while they wait.
 
-    bash scripts/run.sh python -m benchmarks.bench_omp_wait models/mwp2eq/arithmetic/fold0 --rounds 2
+    bash scripts/run.sh python -m benchmarks.bench_omp_wait models/evaluator/arithmetic/fold0 --rounds 2
 
 libgomp, which the CPU build of torch uses, lets a thread that waits for the others spin for a while before it
 sleeps. On 2 cores that is free while torch has the machine to itself, and costly when something else wants a core:
@@ -79,7 +79,7 @@ def child(evaluator: Path, n: int, steps: int) -> None:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("evaluator", type=Path, help="a trained evaluator (models/mwp2eq/<dataset>/fold<k>)")
+    cli.add_argument("evaluator", type=Path, help="a trained evaluator (models/evaluator/<dataset>/fold<k>)")
     cli.add_argument("--rounds", type=int, default=2, help="child processes per arm, interleaved")
     cli.add_argument("--steps", type=int, default=4, help="timed training steps per child")
     cli.add_argument("--n", type=int, default=8, help="test problems per parse (8: the smoke profile's when measured)")

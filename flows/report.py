@@ -44,7 +44,7 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict], other_profiles
              f"- model: `{tr.model}`; datasets: {', '.join(exp.datasets)}; folds: {exp.folds} of "
              f"{params.split.n_folds}; seed {exp.seed}",
              *(f"- {d}: training examples per fold: " + ", ".join(
-                 f"{m} {registry.max_train(params, m, d) or 'all'}" for m in ("gpt_pre", "ours", "mwp2eq", "seq2seq_tf"))
+                 f"{m} {registry.max_train(params, m, d) or 'all'}" for m in ("gpt_pre", "ours", registry.EVALUATOR.name, "seq2seq_tf"))
                + f" (seeded subsamples); test problems scored per fold: {exp.max_test_of(d) or 'all'}"
                for d in exp.datasets),
              *(f"- {d} (runs of `--profile {d}`, which params.yaml does not list now): training examples per fold: "

@@ -91,7 +91,7 @@ def _score(model, bleu, acc, fold=0, dataset="arithmetic"):
             "acc_eq_novel": 0.1, "dist3": 0.7}
 
 
-ORACLE = [{"model": "mwp2eq", "dataset": "arithmetic", "fold": 0, "oracle_acc_eq": 0.7, "oracle_acc_eq_equivalent": 0.75,
+ORACLE = [{"model": "evaluator", "dataset": "arithmetic", "fold": 0, "oracle_acc_eq": 0.7, "oracle_acc_eq_equivalent": 0.75,
            "chance_acc_eq": 0.12, "chance_acc_eq_equivalent": 0.14, "chance_equation": "x = num1 + num2"}]
 
 
@@ -132,7 +132,7 @@ def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals()
     assert set(report["ours"]["arithmetic"]["delta_vs_gpt_pre"]) == {"bleu4", "acc_eq", "acc_eq_equivalent",
                                                                      "consistency_judged", "n", "unpaired"}
     assert set(report["ours"]["arithmetic"]["delta_vs_gpt_pre"]["bleu4"]) == {"mean", "low", "high"}
-    assert report["mwp2eq"]["arithmetic"] == {"oracle_acc_eq": 0.7, "oracle_acc_eq_equivalent": 0.75}
+    assert report["evaluator"]["arithmetic"] == {"oracle_acc_eq": 0.7, "oracle_acc_eq_equivalent": 0.75}
     assert report["chance"]["arithmetic"] == {"acc_eq": 0.12, "acc_eq_equivalent": 0.14}
     assert "delta_vs_gpt_pre" not in report["gpt_pre"]["arithmetic"]
 

@@ -154,7 +154,7 @@ def test_an_ablation_on_the_experiments_folds_or_with_no_variant_is_accepted():
          ["experiment.datasets.0: Input should be 'arithmetic', 'mawps' or 'math23k'; got '../../etc'"]),
         ({"experiment": {"subsample": {"math23": {"max_train": 10}}}}, ["experiment.subsample", "math23"]),
         ({"experiment": {"subsample": {"math23k": {"max_tets": 10}}}}, ["experiment.subsample.math23k.max_tets"]),
-        # ablate depends on models/mwp2eq, data/keywords and models/judge of its folds: the experiment makes them
+        # ablate depends on models/evaluator, data/keywords and models/judge of its folds: the experiment makes them
         ({"ablation": {"variants": ["tfidf"], "folds": [0, 1]}},
          ["ablation.datasets x ablation.folds: arithmetic fold 1 not in experiment.datasets x experiment.folds"]),
         ({"ablation": {"variants": ["tfidf"], "datasets": ["mawps"]}}, ["mawps fold 0 not in experiment.datasets"]),
@@ -228,15 +228,15 @@ def test_a_dataset_subsample_replaces_the_experiment_caps_and_a_model_cap_wins()
     assert (exp.max_train_of("mawps"), exp.max_test_of("mawps")) == (500, 0)  # not listed: the experiment's caps
     assert registry.max_train(params, "gpt_pre", "math23k") == 3000
     assert registry.max_train(params, "ours", "math23k") == 200  # the model's own cap first
-    assert registry.max_train(params, "mwp2eq", "math23k") == 3000
+    assert registry.max_train(params, "evaluator", "math23k") == 3000
 
     raw["experiment"]["subsample"]["math23k"]["evaluator_max_train"] = 0
     params = validate_params(raw, "p.yaml")
-    assert registry.max_train(params, "mwp2eq", "math23k") == 0  # the whole training fold
+    assert registry.max_train(params, "evaluator", "math23k") == 0  # the whole training fold
     assert registry.max_train(params, "gpt_pre", "math23k") == 3000  # the generators keep the subsample
-    assert registry.max_train(params, "mwp2eq", "mawps") == 500
+    assert registry.max_train(params, "evaluator", "mawps") == 500
     raw["experiment"]["subsample"]["math23k"]["evaluator_max_train"] = 6000
-    assert registry.max_train(validate_params(raw, "p.yaml"), "mwp2eq", "math23k") == 6000
+    assert registry.max_train(validate_params(raw, "p.yaml"), "evaluator", "math23k") == 6000
 
 
 def test_pipeline_names_an_mlflow_server_that_does_not_answer_at_once(tmp_path, monkeypatch, capsys):

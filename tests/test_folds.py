@@ -48,7 +48,7 @@ def _kill_when_training(api_url: str, fold: int, clones: list[Path], done: threa
     deadline = time.time() + 600
     while time.time() < deadline and not done.is_set():
         running = [r for r in fold_flow_runs(api_url, fold) if r.state_type and r.state_type.value == "RUNNING"]
-        evaluator_done = any((c / "models" / "mwp2eq" / "arithmetic" / f"fold{fold}").exists() for c in clones)
+        evaluator_done = any((c / "models" / "evaluator" / "arithmetic" / f"fold{fold}").exists() for c in clones)
         if running and evaluator_done:
             run_id = str(running[0].id)
             top = _top_process_of(run_id)

@@ -238,7 +238,7 @@ def test_the_served_model_is_the_tuned_one_only_where_tuning_covers_the_fold():
 
 def test_no_model_help_quotes_the_committed_training_times(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(model_resolution, "PROJECT_ROOT", tmp_path)
-    for model, wall_s in (("mwp2eq", 1727.6), ("ours", 4614.9), ("ours-rft", 830.0)):
+    for model, wall_s in (("evaluator", 1727.6), ("ours", 4614.9), ("ours-rft", 830.0)):
         path = tmp_path / "metrics" / "train" / model / "arithmetic" / "fold0.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"timing": {"wall_s": wall_s}}))

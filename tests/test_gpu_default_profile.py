@@ -40,7 +40,7 @@ def test_train_then_score(setup, tmp_path, monkeypatch):
     assert 0 <= summary["stages"]["train_evaluator"]["oracle_acc_eq"] <= 1
 
     monkeypatch.setattr(sys, "argv", ["bench", "score", str(out), "--params", str(params), "--data", str(data),
-                                      "--evaluator", str(models / "mwp2eq")])
+                                      "--evaluator", str(models / "evaluator")])
     gpu_default_profile.main()
     scores = json.loads((out / "scores.json").read_text())
     assert set(scores["scores"]) == {"gpt_pre", "ours"}
@@ -68,7 +68,7 @@ def test_ours_alone_takes_the_gate_target_from_the_evaluators_metrics(setup, tmp
     assert set(summary["stages"]) == {"ours"}
     assert summary["mwp2eq_target"]["accuracy"] == 0.25
     assert summary["stages"]["ours"]["mwp2eq_gate"]["target"] == 0.25
-    assert not (models / "mwp2eq").exists() and not list(out.glob("parses_*"))
+    assert not (models / "evaluator").exists() and not list(out.glob("parses_*"))
 
     monkeypatch.setattr(sys, "argv", ["bench", "score", str(out), "--params", str(params), "--data", str(data),
                                       "--evaluator", str(root / "tiny-model")])

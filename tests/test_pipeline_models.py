@@ -147,7 +147,7 @@ def test_every_trainer_reports_the_shared_names(project):
     from mwpgen.training_metrics import SHARED
 
     dest = project[0]
-    for model in ("mwp2eq", "gpt_pre", "seq2seq_tf", "ours", "ours-eq_softmax", "ours-dpo"):
+    for model in ("evaluator", "gpt_pre", "seq2seq_tf", "ours", "ours-eq_softmax", "ours-dpo"):
         metrics = json.loads((dest / "metrics" / "train" / model / "arithmetic" / "fold0.json").read_text())
         assert list(metrics)[:len(SHARED)] == list(SHARED) and metrics["steps"] > 0, model
         assert metrics["timing"]["wall_s"] >= 0 and "wall_s" not in metrics, model
@@ -245,7 +245,7 @@ def test_mlflow_nesting_pipeline_model_dataset_fold(project):
     names = dict(db.execute("select run_uuid, name from runs").fetchall())
     parents = dict(db.execute("select run_uuid, value from tags where key = 'mlflow.parentRunId'").fetchall())
     groups = {names[r] for r, p in parents.items() if p == parent}
-    assert {"gpt_pre · arithmetic", "mwp2eq · arithmetic", "ours · arithmetic"} <= groups
+    assert {"gpt_pre · arithmetic", "evaluator · arithmetic", "ours · arithmetic"} <= groups
     group = next(r for r, p in parents.items() if p == parent and names[r] == "gpt_pre · arithmetic")
     folds = [r for r, p in parents.items() if p == group]
     assert [names[r] for r in folds] == ["gpt_pre · arithmetic · fold 0"]

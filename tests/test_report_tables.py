@@ -25,7 +25,7 @@ DATASETS = ["arithmetic", "mawps", "math23k"]
 GPT_PRE, OURS = "GPT-pre (SmolLM2-135M, fine-tuned)", "ours (SmolLM2-135M)"
 GLOVE = {"model": "seq2seq_rnn_glove", "dataset": "arithmetic", "fold": 0, "n": 0,
          "not_run": "GloVe download failed: offline"}
-ORACLE = [{"model": "mwp2eq", "dataset": "arithmetic", "fold": 0, "oracle_acc_eq": 0.7,
+ORACLE = [{"model": "evaluator", "dataset": "arithmetic", "fold": 0, "oracle_acc_eq": 0.7,
            "oracle_acc_eq_equivalent": 0.75, "chance_acc_eq": 0.12, "chance_acc_eq_equivalent": 0.14,
            "chance_equation": "x = num1 + num2"}]
 MARKDOWN_WIDTH = 160
@@ -90,7 +90,7 @@ def test_the_differences_from_gpt_pre_carry_their_95_percent_intervals():
     assert delta["seq2seq-tf (transformer, from scratch)"]["Δ ACC-eq"] == "–"  # no predictions to pair
 
 
-TRAINED_JUDGE = {"dataset": "arithmetic", "fold": 0, "backbone": "models/mwp2eq/arithmetic/fold0 (the fold's "
+TRAINED_JUDGE = {"dataset": "arithmetic", "fold": 0, "backbone": "models/evaluator/arithmetic/fold0 (the fold's "
                  "evaluator)", "layer": 12, "recall_target": 0.5, "readings": {"train": {"n": 807}}, "adopted": True,
                  "gated_by_rule": True,
                  "validation": {"n": 969, "right": 183, "auc": 0.8, "threshold": 0.2345, "precision": 0.467,

@@ -74,7 +74,7 @@ def test_train_ours_without_the_evaluator_names_the_file_and_the_stage_to_run(tm
     from mwpgen.paths import FoldPaths
 
     paths = FoldPaths(tmp_path, "ours", "mawps", 2)
-    with pytest.raises(FileNotFoundError, match=r"metrics/train/mwp2eq/mawps/fold2\.json is missing.*"
+    with pytest.raises(FileNotFoundError, match=r"metrics/train/evaluator/mawps/fold2\.json is missing.*"
                                                 r"dvc repro train_evaluator@mawps-2"):
         evaluator_parse_accuracy(paths)
     metrics = paths.evaluator.train_metrics

@@ -77,7 +77,7 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     # a rule that accepts everything gates nothing: the two forms tie and the judge stands alone
     assert result["gated_by_rule"] is False and result["forms"]["gated_by_rule"]["precision"] == 1.0
     assert "replaces the rule" in versus["reason"] and result["label_conflicts"] == []
-    assert result["backbone"] == "models/mwp2eq/arithmetic/fold0 (the fold's evaluator)"
+    assert result["backbone"] == "models/evaluator/arithmetic/fold0 (the fold's evaluator)"
     judge = LearnedJudge.load(paths.judge)
     assert judge.info.threshold == pytest.approx(val["threshold"], abs=1e-6) and judge.info.layer == 2
     assert judge.info.measured["validation"] == val and judge.info.backbone == result["backbone"]

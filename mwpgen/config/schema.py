@@ -293,7 +293,7 @@ class JudgeParams(Section):
     chosen on readings of validation equations (mwpgen/judge/readings.py)."""
 
     backbone: Literal["evaluator", "pretrained"] = Field(
-        "evaluator", description="The LM the judge reads with: the fold's evaluator (models/mwp2eq/<dataset>/"
+        "evaluator", description="The LM the judge reads with: the fold's evaluator (models/evaluator/<dataset>/"
         "fold<k>: it already reads problems into equations) or the pre-trained LM (train.model).")
     layer: int = Field(12, ge=1, le=256, description="Decoder layers kept: the head reads the hidden state after "
                        "this many (12 of SmolLM2-135M's 30 separated right from wrong best, studies/learned_judge); "

@@ -274,11 +274,11 @@ def selection_summary(picks: Sequence[Sequence[str]], nouns: Sequence[Sequence[s
 def summary(scores: list[dict], oracle: list[dict], deltas: dict[tuple[str, str], dict] | None = None) -> dict:
     """Nested {model: {dataset: {metric: mean}}} for `dvc metrics show/diff`, with each model's
     ``delta_vs_gpt_pre`` ({metric: {mean, low, high}}, n, unpaired; from deltas_vs_gpt_pre), the evaluator's oracle
-    figures under "mwp2eq" and the chance baseline under "chance"."""
+    figures under "evaluator" and the chance baseline under "chance"."""
     out = _means(aggregate(scores, SUMMARY_METRICS))
     for (_, dataset, metric), values in aggregate(oracle, REFERENCE_METRICS).items():
         if metric not in ("folds", "n"):
-            owner, name = ("mwp2eq", metric) if metric.startswith("oracle_") else ("chance", metric[len("chance_"):])
+            owner, name = ("evaluator", metric) if metric.startswith("oracle_") else ("chance", metric[len("chance_"):])
             out.setdefault(owner, {}).setdefault(dataset, {})[name] = round(mean(values), 4)
     for (model, dataset), d in (deltas or {}).items():
         out.setdefault(model, {}).setdefault(dataset, {})["delta_vs_gpt_pre"] = _rounded_delta(d)

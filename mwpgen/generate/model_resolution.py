@@ -24,7 +24,7 @@ from typing import Sequence
 from mwpgen.generate.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
-from mwpgen.registry import served_model
+from mwpgen.registry import EVALUATOR, served_model
 
 RULE = "rule"  # --judge rule: verify with the rule (mwpgen/judge/rule.py) even where a learned judge exists
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -66,7 +66,7 @@ def measured_cost(dataset: str, fold: int, model: str = "ours") -> str:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    evaluator, ours, tuned = minutes("mwp2eq"), minutes("ours"), minutes(model) if model != "ours" else 0.0
+    evaluator, ours, tuned = minutes(EVALUATOR.name), minutes("ours"), minutes(model) if model != "ours" else 0.0
     if evaluator is None or ours is None or tuned is None:
         return ""
     tuning = f", then {tuned:.0f} min to tune it ({model})" if model != "ours" else ""

@@ -15,7 +15,7 @@ still returns what it finished.
 
 `score` computes BLEU-4 / METEOR / ROUGE-L / novelty / Dist-3 (pycocoevalcap needs Java, so here, not there),
 ACC-eq (exact and equivalent) twice — by the GPU-trained evaluator's parses and by this machine's default-run
-evaluator (models/mwp2eq/<dataset>/fold<k>) — the paired bootstrap of ours minus GPT-pre, and ours' selection
+evaluator (models/evaluator/<dataset>/fold<k>) — the paired bootstrap of ours minus GPT-pre, and ours' selection
 statistics (Table 5's), into scores.json and tables.md in the same folder.
 """
 
@@ -119,7 +119,7 @@ def train(args) -> None:
         print(f"{name}: {json.dumps({k: v for k, v in summary.data['stages'][name].items() if k != 'val'})}",
               flush=True)
 
-    evaluator_dir = models / "mwp2eq"
+    evaluator_dir = models / "evaluator"
 
     def train_evaluator():
         """1. The evaluator (flows/train.py, model mwp2eq): its checkpoint is the one of best validation parse
@@ -310,7 +310,7 @@ def main() -> None:
     t.add_argument("--generators", nargs="+", choices=GENERATORS, default=list(GENERATORS))
     t.add_argument("--evaluator-metrics", type=Path, default=None,
                    help="skip the evaluator: ours' co-trained mwp2eq learns up to this evaluator's validation parse "
-                        "accuracy (e.g. metrics/train/mwp2eq/arithmetic/fold0.json); nothing is parsed there")
+                        "accuracy (e.g. metrics/train/evaluator/arithmetic/fold0.json); nothing is parsed there")
     t.add_argument("--stop-words", type=Path, default=Path(".gpu/stop_words.json"),
                    help="spaCy's stopword list as JSON, used where spaCy is not installed")
     s = sub.add_parser("score", help="here: score a `train` folder as the evaluate stage does, write the tables")

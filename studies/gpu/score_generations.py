@@ -1,6 +1,6 @@
 """Score a generations table made outside the pipeline (e.g. benchmarks/bench_ours_epoch.py on a GPU machine) exactly as
 the `evaluate` stage scores the pipeline's own: BLEU-4 / METEOR / ROUGE-L against the real test problem, ACC-eq
-by this fold's independent evaluator mwp2eq (models/mwp2eq/<dataset>/fold<k>, trained by the pipeline), % novel
+by this fold's independent evaluator mwp2eq (models/evaluator/<dataset>/fold<k>, trained by the pipeline), % novel
 against the whole training fold, ACC-eq on novel problems and Dist-3.
 
     python -m studies.gpu.score_generations studies/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
@@ -27,7 +27,7 @@ def main() -> None:
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--fold", type=int, required=True)
     ap.add_argument("--data", type=Path, default=Path("data"))
-    ap.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
+    ap.add_argument("--evaluator", type=Path, help="default: models/evaluator/<dataset>/fold<k>")
     args = ap.parse_args()
 
     rows = read_generations(args.table)

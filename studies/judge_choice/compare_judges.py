@@ -1,7 +1,7 @@
 """Which consistency judge to trust: candidates compared on the blind validation labels, the chosen one measured
 once on the test labels (data/labels/judge).
 
-    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/mwp2eq/arithmetic/fold0 \
+    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/evaluator/arithmetic/fold0 \
         --out studies/judge_choice
 
 Every candidate is a verdict on (equation, problem): the evaluator's greedy parse (ACC-eq's own verdict), the
@@ -128,7 +128,7 @@ def cross_validated(use, feats, labels) -> tuple[list[bool], list[float]]:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("evaluator", type=Path, help="the fold's evaluator (models/mwp2eq/<dataset>/fold<k>)")
+    cli.add_argument("evaluator", type=Path, help="the fold's evaluator (models/evaluator/<dataset>/fold<k>)")
     cli.add_argument("--classifier", type=Path,
                      help="a consistency classifier (studies/judge_choice/train_judge_classifier.py)")
     cli.add_argument("--second-parser", type=Path,

@@ -7,7 +7,7 @@ Then the judge's features (mwpgen.judge.features: beam parses, margin, greedy ve
 real Arithmetic fold-k validation and test problems (measured, never used to choose).
 
     python -m studies.judge_choice.gpu_second_parser --out $OUT          # on the GPU machine: mwpgen only, no Prefect, MLflow, DVC
-    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/mwp2eq/arithmetic/fold0 \
+    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/evaluator/arithmetic/fold0 \
         --second-parser studies/judge_choice/second_parser/features.jsonl    # here: the candidates, side by side
 
 summary.json (data sizes, steps, time, parse accuracies) is rewritten after each part, so a run cut short still

@@ -1,7 +1,7 @@
 """Which learned judge to use: fitted on the training-fold readings, compared on the validation readings, beside
 today's rule (mwpgen/judge/rule.py). Test readings are scored only with `--test CHOICE`, once, after the choice.
 
-    bash scripts/run.sh python -m studies.learned_judge.compare --evaluator models/mwp2eq/arithmetic/fold0 \
+    bash scripts/run.sh python -m studies.learned_judge.compare --evaluator models/evaluator/arithmetic/fold0 \
         --cache .cache/learned_judge --out studies/learned_judge/comparison
 
 Candidates (mwpgen/judge/model.py): for each backbone (the fold's evaluator; the pre-trained LM) and each

@@ -200,7 +200,7 @@ def main(argv=None) -> None:
     ap.add_argument("bundle", type=Path, help="a trained ours (bundle folder or MLflow model folder)")
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--fold", type=int, required=True)
-    ap.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
+    ap.add_argument("--evaluator", type=Path, help="default: models/evaluator/<dataset>/fold<k>")
     ap.add_argument("--judge", type=Path, help="a learned judge (train_judge's output) to verify with; default: the "
                     "rule with the co-trained mwp2eq")
     ap.add_argument("--data", type=Path, default=ROOT / "data")

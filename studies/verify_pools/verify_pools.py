@@ -231,7 +231,7 @@ def main(argv=None) -> None:
                    help="one pool of K samples per temperature")
     s.add_argument("--greedy", action="store_true", help="also keep the greedy problem (one more candidate)")
     s.add_argument("--max-new-tokens", type=int, default=80)
-    s.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
+    s.add_argument("--evaluator", type=Path, help="default: models/evaluator/<dataset>/fold<k>")
     s.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="for the validation slice's size")
     s.add_argument("--data", type=Path, default=ROOT / "data")
     s.add_argument("--device", default="auto")
