@@ -58,7 +58,7 @@ def outputs_of(repo, stages: set[str] | list[str]) -> list:
 
 
 def is_fold_stage(name: str, dataset: str, fold: int) -> bool:
-    """Matrix stages of this fold: `train@gpt-arithmetic-0`, `keywords@arithmetic-0`, ... (not `...-arithmetic-10`)."""
+    """Matrix stages of this fold: `train_generator@gpt-arithmetic-0`, `keywords@arithmetic-0`, ... (not `...-arithmetic-10`)."""
     _, _, item = name.partition("@")
     return item == f"{dataset}-{fold}" or item.endswith(f"-{dataset}-{fold}")
 

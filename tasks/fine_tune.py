@@ -1,4 +1,4 @@
-"""Fine-tune a causal LM (GPT, GPT-pre, the evaluator): the `train` and `train_evaluator` stages' task."""
+"""Fine-tune a causal LM (GPT, GPT-pre, the evaluator): the `train_generator` and `train_evaluator` stages' task."""
 
 from __future__ import annotations
 

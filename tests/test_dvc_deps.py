@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from mwpgen.paths import FoldPaths
+from mwpgen.registry import EVALUATOR
 from orchestration.code_deps import code_deps, rewrite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,9 +59,10 @@ def test_per_fold_outputs_are_the_paths_of_mwpgen_paths():
             continue
         cmd = re.sub(r"\$\{item\.(\w+)\}", lambda m: str(item[m.group(1)]), stage["cmd"])
         model = re.search(r"--model (\S+)", cmd)
-        # --model names the model; train_ours trains "ours", ablate "ours-<variant>", tune "ours-<method>", keywords none
+        # --model names the model; train_ours trains "ours", train_evaluator the evaluator, ablate "ours-<variant>",
+        # tune "ours-<method>", keywords none
         models = ([model.group(1)] if model else ["ours-tfidf"] if "--variant" in cmd else ["ours-dpo"]
-                  if "--method" in cmd else [None, "ours"])
+                  if "--method" in cmd else [None, "ours", EVALUATOR.name])
         allowed = set()
         for m in models:
             paths = FoldPaths(ROOT, m, item["dataset"], item["fold"])

@@ -178,7 +178,7 @@ def test_a_validation_score_chooses_the_checkpoint(tiny_dir, tmp_path):
     assert result["best_val_loss"] == best["val_loss"]
     assert validation_loss(model, validation_batches(tok, VALIDATION, 2, 64)) == best["val_loss"]
 
-    from flows.train import validation_parse_accuracy
+    from flows.train_evaluator import validation_parse_accuracy
     model.train()  # as the trainer calls it
     accuracy = validation_parse_accuracy(RECORDS[5:], batch_size=2)(model, tok)
     assert 0.0 <= accuracy <= 1.0 and model.training  # decoding restores train mode

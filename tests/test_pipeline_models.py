@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)
 # (ours-eq_softmax), and seq2seq-rnn + GloVe takes the not-run path.
 GENERATED = ["gpt_pre", "seq2seq_rnn_glove", "seq2seq_tf", "ours"]
 SCORED = ["gpt_pre", "seq2seq_rnn_glove"]
-STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train@gpt_pre-arithmetic-0",
+STAGES = ["keywords@arithmetic-0", "train_evaluator@arithmetic-0", "train_generator@gpt_pre-arithmetic-0",
           "train_ours@arithmetic-0", "train_judge@arithmetic-0",
           *(f"train_seq2seq@{m}-arithmetic-0" for m in ("seq2seq_rnn", "seq2seq_rnn_glove", "seq2seq_tf")),
           *(f"generate@{m}-arithmetic-0" for m in GENERATED), *(f"evaluate@{m}-arithmetic-0" for m in SCORED),

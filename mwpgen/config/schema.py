@@ -340,7 +340,7 @@ class ModelsParams(Section):
     """Which models run: dvc.yaml's matrices read these lists (mwpgen/registry.py describes each model)."""
 
     causal_lm: list[str] = Field(list(registry.names("causal_lm")),
-                                 description="Causal-LM generators the `train` stage fine-tunes.")
+                                 description="Causal-LM generators the `train_generator` stage fine-tunes.")
     seq2seq: list[str] = Field(list(registry.names("seq2seq")),
                                description="Seq2seq baselines the `train_seq2seq` stage trains.")
     generate: list[str] = Field(list(registry.names(table2=True)),

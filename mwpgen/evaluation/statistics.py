@@ -25,7 +25,7 @@ FULL_MODEL = "ours"  # Table 4's are against the full model: what removing each 
 BOOTSTRAP_RESAMPLES = 1000
 DELTA_METRICS = ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged")
 _PER_PROBLEM = ("acc_eq", "acc_eq_equivalent", "judged")  # the prediction records' 0/1 columns, DELTA_METRICS[1:]
-# The evaluator's figures on real test problems (flows/train.py): its own accuracy and the chance baseline.
+# The evaluator's figures on real test problems (flows/train_evaluator.py): its own accuracy and the chance baseline.
 REFERENCE_METRICS = ("oracle_acc_eq", "oracle_acc_eq_equivalent", "chance_acc_eq", "chance_acc_eq_equivalent")
 # consistency_learned: the learned judge's share, present only on folds where train_judge adopted one, so its mean
 # is over those folds alone (never mixed with the rule's consistency_judged)
