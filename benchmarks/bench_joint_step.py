@@ -67,7 +67,7 @@ from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and
 from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.lm.training import lm_loss
-from mwpgen.runtime import autocast_dtype
+from mwpgen.device import autocast_dtype
 from benchmarks.flops import matmul_params, matmul_rate, memory_rate, timed
 from benchmarks.machine import describe
 from mwpgen.ours.consistency import free_running_problems

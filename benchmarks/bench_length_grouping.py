@@ -29,7 +29,7 @@ from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and
 from mwpgen.lm.prompts import encode_example
 from mwpgen.lm.training import train_causal_lm
 from mwpgen.batching import seeded_batches
-from mwpgen.runtime import cpu_supports_bf16
+from mwpgen.device import cpu_supports_bf16
 from tests.tiny_model import tiny_model_dir
 
 

@@ -14,7 +14,7 @@ two precisions train the same (loss curves of the real trainer from the same see
 2. Curves. `train_causal_lm` (the pipeline's trainer) run twice from the same pre-trained weights, seed and data
    (`--curve-steps` steps at batch `--curve-batch` of real "problem -> equation" examples from
    data/processed/<dataset>.jsonl when present, else a synthetic set), with mixed_precision false (fp32) and true
-   (bf16 autocast where the CPU supports it: mwpgen.runtime.autocast_dtype), plus the validation loss on
+   (bf16 autocast where the CPU supports it: mwpgen.device.autocast_dtype), plus the validation loss on
    `--curve-val` held-out examples every 5 steps. Reported: the max absolute difference of the per-step training
    losses and of the validation losses.
 
@@ -37,7 +37,7 @@ from mwpgen.io import read_jsonl
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import mwp2eq_example
 from mwpgen.lm.training import lm_loss, train_causal_lm
-from mwpgen.runtime import autocast_dtype, cpu_supports_bf16
+from mwpgen.device import autocast_dtype, cpu_supports_bf16
 
 from benchmarks.flops import matmul_params, matmul_rate, sync
 from tests.tiny_model import tiny_model_dir

@@ -13,7 +13,7 @@ from mwpgen.lm import decoding
 from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import generate_with_context, load_bundle
 from mwpgen.ours.inputs import JointExample
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 from mwpgen.seq2seq.decode import generate_baseline
 
 

@@ -11,7 +11,7 @@ from prefect.cache_policies import NO_CACHE
 from mwpgen.config.schema import Params
 from mwpgen.judge.model import LearnedJudge
 from mwpgen.judge.saved import JudgeInfo
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 
 
 @task(cache_policy=NO_CACHE)

@@ -12,7 +12,7 @@ from prefect.cache_policies import NO_CACHE
 from mwpgen.config.schema import Params
 from mwpgen.judge.choose import against_the_rule, fit_and_choose
 from mwpgen.judge.saved import save_no_judge
-from mwpgen.runtime import autocast_dtype, needs_grad_scaler, resolve_device
+from mwpgen.device import autocast_dtype, needs_grad_scaler, resolve_device
 
 
 @task(cache_policy=NO_CACHE)

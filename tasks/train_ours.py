@@ -11,7 +11,7 @@ from mwpgen.config.schema import OursTrainParams, Params
 from mwpgen.ours.build import train_and_save
 from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 
 
 @task(cache_policy=NO_CACHE)

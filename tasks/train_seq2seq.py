@@ -15,7 +15,7 @@ from mwpgen.config.schema import Params
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE
 from mwpgen.paths import FoldPaths
 from mwpgen.seq2seq.baseline import train_baseline
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 
 # Downloaded GloVe lives beside the other model weights, outside the repository (MWPGEN_MODEL_CACHE).
 GLOVE_CACHE = DEFAULT_MODEL_CACHE / "glove"

@@ -13,7 +13,7 @@ from mwpgen.config.schema import Params
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, save_bundle, select_context
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.paths import PROJECT_ROOT
-from mwpgen.runtime import autocast_dtype, resolve_device
+from mwpgen.device import autocast_dtype, resolve_device
 
 
 def selected_examples(tokenizer, selector, records: Sequence[dict], settings: dict) -> list[JointExample]:

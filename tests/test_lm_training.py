@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen import runtime
+from mwpgen import device as device_choice
 from mwpgen.data.folds import load_fold
 from mwpgen.data.splits import normalise_text
 from mwpgen.io import write_json, write_jsonl
@@ -193,34 +193,34 @@ def test_without_validation_trains_to_the_cap(tiny_dir):
 
 
 def test_autocast_dtype_on_cpu(monkeypatch):
-    assert runtime.autocast_dtype("cpu", False) is None
-    monkeypatch.setattr(runtime, "cpu_supports_bf16", lambda: True)
-    assert runtime.autocast_dtype("cpu", True) == torch.bfloat16
-    monkeypatch.setattr(runtime, "cpu_supports_bf16", lambda: False)
-    assert runtime.autocast_dtype("cpu", True) is None
-    assert not runtime.needs_grad_scaler(torch.bfloat16) and runtime.needs_grad_scaler(torch.float16)
+    assert device_choice.autocast_dtype("cpu", False) is None
+    monkeypatch.setattr(device_choice, "cpu_supports_bf16", lambda: True)
+    assert device_choice.autocast_dtype("cpu", True) == torch.bfloat16
+    monkeypatch.setattr(device_choice, "cpu_supports_bf16", lambda: False)
+    assert device_choice.autocast_dtype("cpu", True) is None
+    assert not device_choice.needs_grad_scaler(torch.bfloat16) and device_choice.needs_grad_scaler(torch.float16)
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path):
     """AVX512-BF16 or AMX-BF16 in any processor's flags line means native bf16; AVX2 alone or no cpuinfo, fp32."""
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
-    assert runtime.cpu_supports_bf16(cpuinfo) == torch.backends.mkldnn.is_available()
+    assert device_choice.cpu_supports_bf16(cpuinfo) == torch.backends.mkldnn.is_available()
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 amx_bf16 amx_tile\n")
-    assert runtime.cpu_supports_bf16(cpuinfo) == torch.backends.mkldnn.is_available()
+    assert device_choice.cpu_supports_bf16(cpuinfo) == torch.backends.mkldnn.is_available()
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw\n")
-    assert not runtime.cpu_supports_bf16(cpuinfo)
-    assert not runtime.cpu_supports_bf16(tmp_path / "absent")
+    assert not device_choice.cpu_supports_bf16(cpuinfo)
+    assert not device_choice.cpu_supports_bf16(tmp_path / "absent")
 
 
 def test_a_results_machine_kind_is_read_from_the_cpu_flags(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu avx2 avx512_bf16\n\n"
                        "processor\t: 1\nmodel name\t: AMD EPYC 9R14\n")
-    assert runtime.cpu_kind(cpuinfo) == {"cpu": "AMD EPYC 9R14", "kind": "AVX512-BF16"}
+    assert device_choice.cpu_kind(cpuinfo) == {"cpu": "AMD EPYC 9R14", "kind": "AVX512-BF16"}
     cpuinfo.write_text("model name\t: Intel Xeon\nflags\t\t: fpu sse2 avx2 avx512f\n")
-    assert runtime.cpu_kind(cpuinfo) == {"cpu": "Intel Xeon", "kind": "AVX2-only"}
-    assert runtime.cpu_kind(tmp_path / "absent") == {"cpu": "unknown", "kind": "other"}
+    assert device_choice.cpu_kind(cpuinfo) == {"cpu": "Intel Xeon", "kind": "AVX2-only"}
+    assert device_choice.cpu_kind(tmp_path / "absent") == {"cpu": "unknown", "kind": "other"}
 
 
 @pytest.fixture()

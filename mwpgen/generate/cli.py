@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------- main
 
 def check_device(device: str) -> None:
-    """--device cuda without a GPU, named as the option (the runtime's own message names params.yaml's key)."""
+    """--device cuda without a GPU, named as the option (mwpgen.device's own message names params.yaml's key)."""
     if device == "cuda":
         import torch
 

@@ -52,7 +52,7 @@ from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.lm.prompts import encode_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 
 MWP2EQ_BATCH = 16  # candidates the co-trained mwp2eq reads at once (parse, equation_firmness)
 

@@ -4,7 +4,7 @@ Trains the generator with L_LM (paper Eq. 3) or mwp2eq with its NLL (Eq. 4); whi
 depends only on the examples (see prompts.py). Paper setting (supplementary Table "Model
 configurations"): Adam, lr 5e-5, batch 8, 20 epochs for the GPT baselines.
 
-Precision: `mixed_precision` trains under autocast where it pays (runtime.autocast_dtype: bf16 on CUDA and on
+Precision: `mixed_precision` trains under autocast where it pays (mwpgen.device.autocast_dtype: bf16 on CUDA and on
 CPUs with native bf16, fp16 + loss scaling on older GPUs); weights, Adam state and losses stay fp32.
 
 Validation, early stopping, checkpoint choice: with `validation` examples, the validation loss (the training loss,
@@ -49,7 +49,7 @@ from mwpgen.batching import seeded_batches
 from mwpgen.early_stopping import EarlyStopping
 from mwpgen.log_window import LogWindow
 from mwpgen.resume import Checkpoints
-from mwpgen.runtime import autocast_dtype, needs_grad_scaler
+from mwpgen.device import autocast_dtype, needs_grad_scaler
 from mwpgen.trainer import StepResult, Trainer, ValidationSchedule
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]

@@ -15,14 +15,14 @@ from mwpgen.ours.selector import ContextSelector, fit_to_keywords, tokenize_word
 from mwpgen.ours.inputs import JointExample
 from mwpgen.ours.steps import JointModels
 from mwpgen.ours.training import train_joint
-from mwpgen.runtime import autocast_dtype
+from mwpgen.device import autocast_dtype
 
 
 def build_models(cfg: OursTrainParams, model_id: str, *, device: str, seed: int, mixed_precision: bool,
                  evaluator_dir: Path | None = None, cache_dir: Path = DEFAULT_MODEL_CACHE) -> JointModels:
     """Generator (pre-trained `model_id`), the co-trained mwp2eq (only with L_eq: nothing else would use it) and
     the selector (only for context = selector), checked to share one vocabulary (Eq. 4 needs it); trained under
-    autocast where `mixed_precision` pays (runtime.autocast_dtype)."""
+    autocast where `mixed_precision` pays (mwpgen.device.autocast_dtype)."""
     generator, tokenizer = load_model_and_tokenizer(model_id, cache_dir, device=device, seed=seed)
     mwp2eq = mwp2eq_tokenizer = None
     if cfg.equation_loss and cfg.mwp2eq_init == "evaluator":

@@ -48,7 +48,7 @@ class JointModels:
     mwp2eq: torch.nn.Module | None  # None when L_eq is off: nothing would use it (Table 4's "w/o L_eq" rows)
     tokenizer: object  # shared by generator and mwp2eq (check_shared_vocabulary)
     selector: ContextSelector | None = None
-    amp_dtype: torch.dtype | None = None  # autocast of the forward passes (runtime.autocast_dtype), None: fp32
+    amp_dtype: torch.dtype | None = None  # autocast of the forward passes (mwpgen.device.autocast_dtype), None: fp32
 
     def check(self, mwp2eq_tokenizer=None) -> None:
         if self.mwp2eq is not None:

@@ -40,7 +40,7 @@ from mwpgen.lm.prompts import encode_prompt, generator_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings
 from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 from tasks import generate as tasks_generate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -41,7 +41,7 @@ from mwpgen.lm.training import train_causal_lm
 from mwpgen.ours.build import build_models, warm_start_selector
 from mwpgen.ours.inputs import epoch_examples
 from mwpgen.ours.training import train_joint
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 
 
 def epoch_row(step_times: list[float], warmup: int, steps_per_epoch: int, epochs: int, **extra) -> dict:

@@ -73,7 +73,7 @@ def train(args) -> None:
     from mwpgen.ours.build import train_and_save
     from mwpgen.ours.bundle import generate_with_context, load_bundle
     from mwpgen.ours.inputs import JointExample, epoch_examples
-    from mwpgen.runtime import resolve_device
+    from mwpgen.device import resolve_device
 
     params = load_params(args.params)
     exp, g = params.experiment, params.generate

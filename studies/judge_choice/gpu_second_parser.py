@@ -53,7 +53,7 @@ def main() -> None:
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import mwp2eq_examples
     from mwpgen.lm.training import train_causal_lm
-    from mwpgen.runtime import resolve_device
+    from mwpgen.device import resolve_device
 
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--out", type=Path, required=True)

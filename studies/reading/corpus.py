@@ -107,7 +107,7 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
-    from mwpgen.runtime import resolve_device
+    from mwpgen.device import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
     device = resolve_device(args.device)
@@ -143,7 +143,7 @@ def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     from mwpgen.lm.loading import load_trained
     from mwpgen.lm.prompts import generator_prompt
     from mwpgen.paths import FoldPaths
-    from mwpgen.runtime import resolve_device
+    from mwpgen.device import resolve_device
 
     device = resolve_device(args.device)
     model, tokenizer = load_trained(args.checkpoint, device)

@@ -31,7 +31,7 @@ from mwpgen.ours.inputs import JointExample
 from mwpgen.ours.selection import context_lm_loss, selection_stats
 from mwpgen.ours.training import train_joint
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 
 # Each grid is a list of settings: the switches of train.ours that differ from params.yaml.
 GRIDS = {
@@ -159,7 +159,7 @@ def machine_name(device: str, mixed_precision: bool = True) -> str:
 
     if device.startswith("cuda"):
         return f"GPU {torch.cuda.get_device_name(0)}"
-    from mwpgen.runtime import cpu_supports_bf16
+    from mwpgen.device import cpu_supports_bf16
 
     precision = ("native bf16" if cpu_supports_bf16() else "fp32") if mixed_precision else "fp32 (mixed_precision off)"
     return f"CPU {platform.processor() or platform.machine()}, {precision}"

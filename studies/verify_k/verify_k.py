@@ -44,7 +44,7 @@ from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, select_context
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.paths import FoldPaths
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 
 ROOT = Path(__file__).resolve().parents[2]
 

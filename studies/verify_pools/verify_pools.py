@@ -54,7 +54,7 @@ def sample(args: argparse.Namespace) -> None:
     from mwpgen.lm.loading import load_trained
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
     from mwpgen.paths import FoldPaths
-    from mwpgen.runtime import resolve_device
+    from mwpgen.device import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
     device = resolve_device(args.device)
