@@ -39,7 +39,7 @@ from mwpgen.data.folds import load_fold
 from mwpgen.io import write_generations
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.steps import JointModels
+from mwpgen.ours.joint_step import JointModels
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
 from mwpgen.data.keywords import KEYWORD_DROPOUT
 from mwpgen.ours.bundle import generate_with_context

@@ -32,7 +32,7 @@ from mwpgen.lm.prompts import generator_example, mwp2eq_examples  # noqa: E402
 from mwpgen.lm.training import train_causal_lm  # noqa: E402
 from mwpgen.ours.selector import ContextSelector  # noqa: E402
 from mwpgen.ours.inputs import JointExample  # noqa: E402
-from mwpgen.ours.steps import JointModels  # noqa: E402
+from mwpgen.ours.joint_step import JointModels  # noqa: E402
 from mwpgen.ours.training import train_joint  # noqa: E402
 from mwpgen.seq2seq.baseline import train_baseline  # noqa: E402
 

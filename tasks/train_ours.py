@@ -8,7 +8,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import OursTrainParams, Params
-from mwpgen.ours.build import train_and_save
+from mwpgen.ours.train_and_save import train_and_save
 from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
 from mwpgen.device import resolve_device

@@ -9,7 +9,7 @@ import torch
 
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.ours.inputs import JointExample, encode_joint, generator_inputs
-from mwpgen.ours.steps import JointModels, joint_step, make_optimizers, phase2_losses
+from mwpgen.ours.joint_step import JointModels, joint_step, make_optimizers, phase2_losses
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example

@@ -11,7 +11,7 @@ import torch
 
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.steps import JointModels, phase1_losses
+from mwpgen.ours.joint_step import JointModels, phase1_losses
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
@@ -113,7 +113,7 @@ def test_straight_through_gives_psi_gradient_from_lm(tiny):
 
 
 def test_residual_selector_starts_at_the_prior_and_learns_word_level_scores(tiny):
-    from mwpgen.ours.selection import selection_stats
+    from mwpgen.ours.selection_stats import selection_stats
 
     model, tok = tiny
     sel = ContextSelector.from_model(model, "residual", prior=0.2)

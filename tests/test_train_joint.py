@@ -12,7 +12,7 @@ from mwpgen.registry import ablation_model
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.decoding import generate_texts
 from mwpgen.ours.inputs import JointExample
-from mwpgen.ours.steps import JointModels
+from mwpgen.ours.joint_step import JointModels
 from mwpgen.lm.loading import load_model_and_tokenizer
 from tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import generator_example, generator_prompt, mwp2eq_example
@@ -193,7 +193,7 @@ def test_each_component_keeps_its_best_validation_weights_and_only_phase2_stops_
     """Phase 1 runs its whole schedule and keeps the selector of lowest validation loss without resetting the
     generator; phase 2 starts from the generator phase 1 left (its first candidate), keeps the best generator and
     may stop early; the co-trained mwp2eq's parse accuracy is measured as phase 2 starts."""
-    from mwpgen.ours.selection import context_lm_loss
+    from mwpgen.ours.selection_stats import context_lm_loss
 
     schedule = settings(phase1=4, phase2=6, eval_every=1, patience=2)  # lr 1e-2: overfits, val loss turns
     models = fresh_models(tiny_path)
@@ -273,7 +273,7 @@ def _scripted_gate(monkeypatch, accuracies: list[float]) -> list:
 def _gate(tiny_path, target: float, eval_every: int):
     from mwpgen.ours.inputs import encode_joint
     from mwpgen.ours.parser_gate import reach_parse_accuracy
-    from mwpgen.ours.steps import make_optimizers
+    from mwpgen.ours.joint_step import make_optimizers
 
     models = fresh_models(tiny_path)
     cfg = settings(eval_every=eval_every)

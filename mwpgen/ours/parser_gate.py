@@ -17,7 +17,7 @@ from mwpgen.lm.training import parse_accuracy
 from mwpgen.batching import seeded_batches
 from mwpgen.early_stopping import EarlyStopping
 from mwpgen.ours.inputs import Encoded
-from mwpgen.ours.steps import JointModels, mwp2eq_step
+from mwpgen.ours.joint_step import JointModels, mwp2eq_step
 
 GATE_STREAM = 7_919  # its own batch order: not one phase 1 or phase 2 draws
 

@@ -1,4 +1,4 @@
-"""Training "ours": phase 1 then phase 2 (steps.py), two spans of the one training loop (mwpgen/trainer.py), which
+"""Training "ours": phase 1 then phase 2 (joint_step.py), two spans of the one training loop (mwpgen/trainer.py), which
 saves the state at phase 1's end, measures phase 2's starting point and then readies the parser (measure_parser).
 
 The whole run is one sequence of global steps: phase 1 takes steps [0, S1), phase 2 [S1, S1 + S2). Step g's
@@ -39,9 +39,9 @@ from mwpgen.early_stopping import EarlyStopping
 from mwpgen.log_window import LogWindow
 from mwpgen.resume import Checkpoints
 from mwpgen.ours.parser_gate import reach_parse_accuracy
-from mwpgen.ours.selection import context_lm_loss
+from mwpgen.ours.selection_stats import context_lm_loss
 from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.steps import JointModels, make_optimizers, mwp2eq_step, phase1_step, \
+from mwpgen.ours.joint_step import JointModels, make_optimizers, mwp2eq_step, phase1_step, \
     phase2_step
 from mwpgen.trainer import Notes, StepResult, Trainer, ValidationSchedule
 
@@ -103,7 +103,7 @@ class EpochBatches:
 def joint_train_step(models: JointModels, batches: EpochBatches, optimizers: dict, schedulers: dict,
                      cfg: OursTrainParams, dropout: float, log: LogWindow, phase: int, start: int,
                      step: int) -> StepResult:
-    """Global step `step` of `phase` (which began after step `start`): its batch, the phase's step (steps.py), and,
+    """Global step `step` of `phase` (which began after step `start`): its batch, the phase's step (joint_step.py), and,
     in phase 1, the co-trained mwp2eq's passes. Stats: "train_loss" (L_LM per token, the generator's loss as the
     baselines report theirs), "objective" (what the phase minimises, per token) and the phase's own terms."""
     epoch, index = divmod(step - 1 - start, batches.per_epoch)

@@ -70,7 +70,7 @@ def train(args) -> None:
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import generator_epochs, generator_example, generator_prompt, mwp2eq_examples
     from mwpgen.lm.training import train_causal_lm
-    from mwpgen.ours.build import train_and_save
+    from mwpgen.ours.train_and_save import train_and_save
     from mwpgen.ours.bundle import generate_with_context, load_bundle
     from mwpgen.ours.inputs import JointExample, epoch_examples
     from mwpgen.device import resolve_device

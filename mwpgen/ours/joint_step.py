@@ -1,4 +1,5 @@
-"""Joint training of "ours": generator p_Theta, context selector q_Psi and mwp2eq p_Phi (Section 2.3).
+"""One joint training step of "ours" (Section 2.3): the losses of generator p_Theta, context selector q_Psi and
+co-trained mwp2eq p_Phi in phase 1 or 2, and their update; the trainer (training.py) runs these steps.
 
 Reading of the paper (Section 2.3 + supplementary "Training Details"):
 

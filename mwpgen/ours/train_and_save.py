@@ -13,7 +13,7 @@ from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, loa
 from mwpgen.ours.bundle import save_bundle
 from mwpgen.ours.selector import ContextSelector, fit_to_keywords, tokenize_words
 from mwpgen.ours.inputs import JointExample
-from mwpgen.ours.steps import JointModels
+from mwpgen.ours.joint_step import JointModels
 from mwpgen.ours.training import train_joint
 from mwpgen.device import autocast_dtype
 

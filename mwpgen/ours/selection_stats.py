@@ -11,7 +11,7 @@ import torch
 from mwpgen.ours.bundle import select_context
 from mwpgen.ours.selector import selector_batch
 from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.steps import JointModels, generator_lm
+from mwpgen.ours.joint_step import JointModels, generator_lm
 
 
 @torch.no_grad()
