@@ -22,7 +22,7 @@ from mwpgen.lm.decoding import generate_texts
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import LMExample, generator_prompt
 from mwpgen.lm.training import train_causal_lm
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 EQUATIONS = ["x = ( num1 - num2 )", "x = ( num1 * num2 )", "x = ( num1 + num2 ) / num3", "x = num1 / ( num2 - num3 )"]
 WORDS = ["Joan", "seashells", "beach", "Tom", "boxes", "candies", "jar", "marbles", "dollars", "kids", "week", "store"]

@@ -72,7 +72,7 @@ from benchmarks.flops import matmul_params, matmul_rate, memory_rate, timed
 from benchmarks.machine import describe
 from mwpgen.ours.consistency import free_running_problems
 from mwpgen.ours.inputs import prompt_embeddings
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 EQUATION = "x = ( num1 - num2 ) - num3"
 SENTENCE = ("Joan found num1 seashells on the beach . She gave num2 of them to Tom and num3 to her sister . "

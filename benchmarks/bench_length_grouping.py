@@ -30,7 +30,7 @@ from mwpgen.lm.prompts import encode_example
 from mwpgen.lm.training import train_causal_lm
 from mwpgen.batching import seeded_batches
 from mwpgen.device import cpu_supports_bf16
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 
 def padding(tokenizer, examples, batch_size: int, seed: int, grouped: bool) -> dict:

@@ -40,7 +40,7 @@ from mwpgen.lm.training import lm_loss, train_causal_lm
 from mwpgen.device import autocast_dtype, cpu_supports_bf16
 
 from benchmarks.flops import matmul_params, matmul_rate, sync
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC = [("Joan found num1 shells . She gave num2 away . How many are left ?", "x = ( num1 - num2 )"),

@@ -1,6 +1,6 @@
 """Where every stage reads and writes, relative to the project root: one object per (model, dataset, fold).
 
-dvc.yaml spells the same paths with `${item...}`; tests/test_dvc_deps.py checks that the two agree.
+dvc.yaml spells the same paths with `${item...}`; tests/pipeline/test_dvc_deps.py checks that the two agree.
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # tiny_model: the tests' tiny random Llama
+sys.path.insert(0, str(ROOT))  # the checkout: tests.helpers.tiny_model, the tests' tiny random Llama
 
-from tiny_model import tiny_model_dir  # noqa: E402
+from tests.helpers.tiny_model import tiny_model_dir  # noqa: E402
 
 from mwpgen.config.schema import OursTrainParams, Seq2SeqTrainParams  # noqa: E402
 from mwpgen.lm.loading import load_model_and_tokenizer  # noqa: E402

@@ -2,7 +2,7 @@
 
 An unknown key, a wrong type or an out-of-range value raises `ParamsError` whose message names the file, the dotted
 key and what is allowed. Every default of every parameter lives here and nowhere else: the library's trainers take
-these sections (or their fields, by the same names); `tests/test_config.py` fails on a default declared twice.
+these sections (or their fields, by the same names); `tests/unit/test_config.py` fails on a default declared twice.
 """
 
 from __future__ import annotations

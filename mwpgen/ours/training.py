@@ -7,7 +7,7 @@ batch is a pure function of (seed, phase, epoch, position), so the data position
 states, the LR schedulers, g, the loss history and the torch / Python / CUDA RNG states (Bernoulli context
 samples, Gumbel noise, dropout and context permutation all draw from the global torch RNG). A killed run
 restarts from that file and, on the same device, ends bit-for-bit where an uninterrupted run would
-(tests/test_train_joint.py). The file carries a fingerprint of everything that shapes the run; a state written
+(tests/unit/test_train_joint.py). The file carries a fingerprint of everything that shapes the run; a state written
 by a different configuration or data is refused by name, never silently resumed.
 
 Checkpoint choice is per component, each by the validation loss of the generator with the context the selector
