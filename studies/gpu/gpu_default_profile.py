@@ -101,7 +101,7 @@ def train(args) -> None:
             model, tokenizer, examples, epochs=cfg.epochs, batch_size=cfg.batch_size, lr=cfg.lr,
             max_length=cfg.max_length, seed=exp.seed, device=device, mixed_precision=params.train.mixed_precision,
             checkpoint_dir=model_dir, log_every=params.train.log_every,
-            on_log=lambda rec: print(f"  step {rec['step']} loss {rec['loss']:.4f}", flush=True),
+            on_log=lambda rec: print(f"  step {rec['step']} loss {rec['train_loss']:.4f}", flush=True),
             max_steps=cfg.max_steps, grad_accum=cfg.grad_accum, validation=validation,
             eval_every=cfg.eval_every, patience=cfg.patience, resume_dir=model_dir.with_name(model_dir.name + "-state"),
             save_every=cfg.save_every, val_score=val_score,

@@ -83,7 +83,7 @@ def main() -> None:
         max_length=cfg.max_length, seed=exp.seed, device=device, mixed_precision=params.train.mixed_precision,
         checkpoint_dir=args.models / "mwp2eq", log_every=params.train.log_every, max_steps=args.max_steps,
         grad_accum=1, validation=mwp2eq_examples(validation), eval_every=100, patience=cfg.patience,
-        save_every=0, on_log=lambda rec: print(f"step {rec['step']} loss {rec['loss']:.4f}", flush=True))
+        save_every=0, on_log=lambda rec: print(f"step {rec['step']} loss {rec['train_loss']:.4f}", flush=True))
     summary["train"] = {"wall_s": round(time.time() - start, 1), "steps": result.get("steps"),
                         "best_step": result.get("best_step"), "best_val_loss": result.get("best_val_loss")}
     write_json(args.out / "summary.json", summary)
