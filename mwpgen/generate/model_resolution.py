@@ -17,6 +17,7 @@ import atexit
 import json
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Sequence
@@ -112,14 +113,30 @@ def resolve_model(spec: str | None) -> Path:
     if uri is None:
         raise CliError(f"--model {spec!r}: no such folder, and not an MLflow run id, runs:/RUN/PATH or "
                        "models:/NAME/VERSION", EXIT_BAD_INPUT)
-    from tracking.model_store import ModelStoreError, download_model  # only an MLflow model loads MLflow
-
+    ModelStoreError, download_model = checkout_model_store()
     dst = Path(tempfile.mkdtemp(prefix="mwpgen-model-"))
     atexit.register(shutil.rmtree, dst, True)
     try:
         return download_model(uri, dst)
     except ModelStoreError as e:
         raise CliError(f"--model {spec}: {e}", EXIT_BAD_INPUT) from None
+
+
+def checkout_model_store():
+    """tracking/model_store.py's ModelStoreError and download_model, imported only for an MLflow --model (only then
+    is MLflow loaded). tracking/ is the checkout's, not the wheel's (pyproject.toml packages mwpgen alone), so it is
+    found with the checkout root on sys.path: PROJECT_ROOT, the folder above mwpgen/ in an editable install, put
+    first so that no other distribution's top-level `tracking` is taken for it."""
+    if str(PROJECT_ROOT) not in sys.path:
+        sys.path.insert(0, str(PROJECT_ROOT))
+    try:
+        from tracking.model_store import ModelStoreError, download_model
+    except ModuleNotFoundError as e:
+        if e.name not in ("tracking", "tracking.model_store"):
+            raise
+        raise CliError(f"an MLflow --model needs the project's checkout (tracking/model_store.py), not found in "
+                       f"{PROJECT_ROOT}: install mwpgen editable from a clone (pip install -e .)", EXIT_FAILED) from None
+    return ModelStoreError, download_model
 
 
 def verifies(requests: Sequence) -> bool:
