@@ -60,18 +60,17 @@ from pathlib import Path
 
 import torch
 
-from mwpgen.config.schema import OursTrainParams
-from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.joint_step import JointModels, joint_step, make_optimizers
-from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
-from mwpgen.ours.selector import ContextSelector
-from mwpgen.lm.training import lm_loss
-from mwpgen.device import autocast_dtype
 from benchmarks.flops import matmul_params, matmul_rate, memory_rate, timed
 from benchmarks.machine import describe
+from mwpgen.config.schema import OursTrainParams
+from mwpgen.device import autocast_dtype
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
+from mwpgen.lm.training import lm_loss
 from mwpgen.ours.consistency import free_running_problems
-from mwpgen.ours.inputs import prompt_embeddings
+from mwpgen.ours.inputs import JointExample, encode_joint, prompt_embeddings
+from mwpgen.ours.joint_step import JointModels, joint_step, make_optimizers
+from mwpgen.ours.selector import ContextSelector
 from tests.helpers.tiny_model import tiny_model_dir
 
 EQUATION = "x = ( num1 - num2 ) - num3"

@@ -81,8 +81,8 @@ def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
 
     import torch
 
-    from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
     from mwpgen.device import autocast_dtype
+    from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 
     torch.manual_seed(0)
     device = torch.device("cpu")

@@ -41,10 +41,10 @@ def child(evaluator: Path, n: int, steps: int) -> None:
     import torch
 
     from mwpgen.data.folds import load_fold
+    from mwpgen.device import autocast_dtype
     from mwpgen.evaluation.metrics import TextScorer
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
-    from mwpgen.device import autocast_dtype
 
     torch.manual_seed(0)
     model, _ = load_model_and_tokenizer(DEFAULT_MODEL, DEFAULT_MODEL_CACHE, device=torch.device("cpu"))

@@ -33,13 +33,12 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.flops import matmul_params, matmul_rate, sync
+from mwpgen.device import autocast_dtype, cpu_supports_bf16
 from mwpgen.io import read_jsonl
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import mwp2eq_example
 from mwpgen.lm.training import lm_loss, train_causal_lm
-from mwpgen.device import autocast_dtype, cpu_supports_bf16
-
-from benchmarks.flops import matmul_params, matmul_rate, sync
 from tests.helpers.tiny_model import tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,10 +34,10 @@ import torch
 
 from benchmarks.flops import timed
 from benchmarks.machine import describe
+from mwpgen.device import autocast_dtype
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.ours.consistency import free_running_problems, gumbel_noise
 from mwpgen.ours.inputs import pad_rows
-from mwpgen.device import autocast_dtype
 
 
 def write_today(model, prompts, noise, amp):

@@ -21,9 +21,9 @@ import torch
 
 from benchmarks.flops import timed
 from benchmarks.machine import describe
+from mwpgen.device import autocast_dtype
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.ours.consistency import free_running_problems
-from mwpgen.device import autocast_dtype
 
 
 def narrow_copy(model):

@@ -9,8 +9,8 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from mwpgen.config.files import ParamsError
 from mwpgen.config.schema import DATASETS, Params, load_params

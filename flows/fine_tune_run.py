@@ -12,8 +12,8 @@ plots/train (step,train_loss,val_loss); metrics by the names every trainer share
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from prefect import get_run_logger
 

@@ -19,11 +19,20 @@ from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, read_metrics,
 from mwpgen import paper, registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.evaluation.statistics import (BASELINE, FULL_MODEL, REFERENCE_METRICS, ablation_runs, ablation_summary,
-                                          deltas_vs_gpt_pre, judge_summary, observed_subsample, reported_datasets,
-                                          selection_summary, summary)
-from mwpgen.evaluation.tables import (SMOKE_BANNER, folds_table, mark_subsamples, table2, table3, table4,
-                                      table5)
+from mwpgen.evaluation.statistics import (
+    BASELINE,
+    FULL_MODEL,
+    REFERENCE_METRICS,
+    ablation_runs,
+    ablation_summary,
+    deltas_vs_gpt_pre,
+    judge_summary,
+    observed_subsample,
+    reported_datasets,
+    selection_summary,
+    summary,
+)
+from mwpgen.evaluation.tables import SMOKE_BANNER, folds_table, mark_subsamples, table2, table3, table4, table5
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.judge.readings import LABELLED_FOLD
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of

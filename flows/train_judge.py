@@ -31,9 +31,9 @@ from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
+from mwpgen.data.folds import test_ids
 from mwpgen.io import write_json
 from mwpgen.judge.choose import check_classes, subsample
-from mwpgen.data.folds import test_ids
 from mwpgen.judge.readings import CHOOSING_SETS, CORPORA, LABELLED_FOLD, LABELS, readings, refuse_leaks
 from mwpgen.judge.rule import judged
 from mwpgen.judge.saved import save_no_judge

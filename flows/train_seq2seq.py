@@ -15,8 +15,16 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import (DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args,
-                          write_metrics)
+from flows.common import (
+    DATA,
+    fold_keywords,
+    fold_paths,
+    params_or_exit,
+    record_training,
+    run_stage,
+    stage_args,
+    write_metrics,
+)
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold

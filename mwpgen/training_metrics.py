@@ -14,7 +14,7 @@ change from run to run and machine to machine, the measurements do not. Its curv
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from mwpgen.log_window import TIMING
 

@@ -19,8 +19,8 @@ used as ours is (`mwpgen generate`, the served model, the tables).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F

@@ -26,8 +26,15 @@ from prefect.deployments import run_deployment
 from prefect.futures import as_completed
 
 from flows.common import PROJECT_ROOT, params_or_exit
-from orchestration.fold_run import (DvcCommandError, FoldError, artifact_key, dvc, outputs_of, params_digest,
-                        read_fold_markdown)
+from orchestration.fold_run import (
+    DvcCommandError,
+    FoldError,
+    artifact_key,
+    dvc,
+    outputs_of,
+    params_digest,
+    read_fold_markdown,
+)
 from orchestration.prefect_api import API_ENV, api_env, is_serving
 from tracking.runs import PARENT_ENV, stage_run
 

@@ -32,9 +32,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, TextIO
+from typing import TextIO
 
 from orchestration.prefect_api import sigint_at_default
 from orchestration.stage_reaper import StageReaper

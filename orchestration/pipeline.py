@@ -23,13 +23,13 @@ from typing import NoReturn
 from prefect import flow, get_run_logger
 
 from flows.common import DEBUG_ENV, PROJECT_ROOT, NoTraceback, params_or_exit
+from mwpgen.config.files import ParamsError
+from mwpgen.config.profiles import apply_profile, resolve_profile
+from mwpgen.config.schema import Params
 from orchestration import parallel_repro
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
 from orchestration.stage_reaper import describe, leftover_stages, wait_for_leftovers
-from mwpgen.config.files import ParamsError
-from mwpgen.config.profiles import apply_profile, resolve_profile
-from mwpgen.config.schema import Params
 from tracking.runs import PARENT_ENV, client, experiment_id, stage_run, tracking_uri
 
 

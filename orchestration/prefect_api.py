@@ -19,9 +19,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 API_ENV = "PREFECT_API_URL"
 

@@ -24,17 +24,16 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout: tests.helpers.tiny_model, the tests' tiny random Llama
 
-from tests.helpers.tiny_model import tiny_model_dir  # noqa: E402
-
 from mwpgen.config.schema import OursTrainParams, Seq2SeqTrainParams  # noqa: E402
 from mwpgen.lm.loading import load_model_and_tokenizer  # noqa: E402
 from mwpgen.lm.prompts import generator_example, mwp2eq_examples  # noqa: E402
 from mwpgen.lm.training import train_causal_lm  # noqa: E402
-from mwpgen.ours.selector import ContextSelector  # noqa: E402
 from mwpgen.ours.inputs import JointExample  # noqa: E402
 from mwpgen.ours.joint_step import JointModels  # noqa: E402
+from mwpgen.ours.selector import ContextSelector  # noqa: E402
 from mwpgen.ours.training import train_joint  # noqa: E402
 from mwpgen.seq2seq.baseline import train_baseline  # noqa: E402
+from tests.helpers.tiny_model import tiny_model_dir  # noqa: E402
 
 STORIES = [
     ("x = num1 - num2", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?", "shells beach"),

@@ -8,9 +8,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import LMTrainParams, Params
+from mwpgen.device import resolve_device
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.training import train_causal_lm
-from mwpgen.device import resolve_device
 
 
 @task(cache_policy=NO_CACHE)

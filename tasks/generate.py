@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
+from mwpgen.device import resolve_device
 from mwpgen.lm import decoding
 from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import generate_with_context, load_bundle
 from mwpgen.ours.inputs import JointExample
-from mwpgen.device import resolve_device
 from mwpgen.seq2seq.decode import generate_baseline
 
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from mwpgen.config.schema import Params
 
+
 def describe_params() -> str:
     """Every key with its type, default and help text (`python -m mwpgen.config`)."""
     out = []

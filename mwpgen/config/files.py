@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+
 class ParamsError(ValueError):
     """params.yaml is invalid; the message names every key at fault."""
 

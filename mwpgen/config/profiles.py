@@ -9,6 +9,7 @@ from pathlib import Path
 from mwpgen.config.files import ParamsError, parse_yaml, read_yaml
 from mwpgen.config.schema import validate_params
 
+
 def _merge(base: dict, override: dict, prefix: str = "") -> list[str]:
     changed = []
     for key, value in override.items():

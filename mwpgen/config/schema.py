@@ -315,7 +315,7 @@ class JudgeParams(Section):
                               "readings, each class in proportion and at least 2 of each (0 = all of them).")
 
     @model_validator(mode="after")
-    def _finetune_within_layer(self) -> "JudgeParams":
+    def _finetune_within_layer(self) -> JudgeParams:
         if self.finetune_layers > self.layer:
             raise ValueError(f"judge.finetune_layers ({self.finetune_layers}) must be at most judge.layer "
                              f"({self.layer}): only the kept layers can be trained")
@@ -362,7 +362,7 @@ class ModelsParams(Section):
         return _known(names, registry.names(table2=True), "generators")
 
     @model_validator(mode="after")
-    def _trained_before_generated(self) -> "ModelsParams":
+    def _trained_before_generated(self) -> ModelsParams:
         untrained = [n for n in self.generate if registry.MODELS[n].family in ("causal_lm", "seq2seq")
                      and n not in (*self.causal_lm, *self.seq2seq)]
         if untrained:
@@ -442,7 +442,7 @@ class Params(Section):
     serve: ServeParams = ServeParams()
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Params":
+    def _consistent(self) -> Params:
         """Checks across sections; each message names the keys involved."""
         n = self.split.n_folds
         problems = []

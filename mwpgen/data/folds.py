@@ -15,8 +15,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mwpgen.io import read_json, read_jsonl
 from mwpgen.data.splits import fold_train_test, id_sort_key, normalise_text
+from mwpgen.io import read_json, read_jsonl
 
 
 @dataclass(frozen=True)

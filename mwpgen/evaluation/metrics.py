@@ -36,7 +36,8 @@ import threading
 import time
 import unicodedata
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mwpgen.data.equations import canonical_equation, equivalent
 from mwpgen.data.masking import split_text
@@ -97,7 +98,7 @@ class TextScorer:
         self._meteor: Any = None
         self._ready = False
 
-    def __enter__(self) -> "TextScorer":
+    def __enter__(self) -> TextScorer:
         self.start()
         return self
 

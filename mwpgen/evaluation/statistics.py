@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 

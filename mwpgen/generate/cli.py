@@ -26,8 +26,8 @@ import argparse
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from mwpgen.generate.cli_errors import DEBUG_ENV, EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.cli_requests import Numbered, named, read_requests

@@ -19,8 +19,8 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from mwpgen.generate.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.served_name import MLFLOW_MODEL_NAME

@@ -34,22 +34,23 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from mwpgen import resume
+from mwpgen.batching import seeded_batches
+from mwpgen.device import autocast_dtype, needs_grad_scaler
+from mwpgen.early_stopping import EarlyStopping
 from mwpgen.evaluation.metrics import acc_eq
 from mwpgen.lm.decoding import predict_equations
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
-from mwpgen.batching import seeded_batches
-from mwpgen.early_stopping import EarlyStopping
 from mwpgen.log_window import LogWindow
 from mwpgen.resume import Checkpoints
-from mwpgen.device import autocast_dtype, needs_grad_scaler
 from mwpgen.trainer import StepResult, Trainer, ValidationSchedule
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]

@@ -20,14 +20,14 @@ The prompt is therefore built as embeddings, and decoding starts from `inputs_em
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from mwpgen.lm.decoding import Decoding, _generation_config
 from mwpgen.io import atomic_directory
+from mwpgen.lm.decoding import Decoding, _generation_config
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
 from mwpgen.ours.selector import ContextSelector, selected_words, selector_batch
 

@@ -29,7 +29,7 @@ The relaxation requires generator and mwp2eq to share one vocabulary (`check_sha
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F

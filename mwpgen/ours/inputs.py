@@ -18,8 +18,8 @@ count of the reference's candidate words and their places would show (docs/metho
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 

@@ -27,18 +27,22 @@ dropout to the sampled c (inputs.drop_words), as the baselines drop keywords: th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.lm.prompts import IGNORE_INDEX, collate, encode_example, mwp2eq_example
 from mwpgen.lm.training import lm_loss
-from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, free_running_problems,
-                                     teacher_forced_problems)
+from mwpgen.ours.consistency import (
+    check_shared_vocabulary,
+    equation_consistency_loss,
+    free_running_problems,
+    teacher_forced_problems,
+)
 from mwpgen.ours.inputs import Encoded, JointExample, drop_words, encode_joint, generator_inputs, prompt_embeddings
-from mwpgen.ours.selector import (ContextSelector, bernoulli_kl, sample_straight_through, selector_batch)
+from mwpgen.ours.selector import ContextSelector, bernoulli_kl, sample_straight_through, selector_batch
 
 MAX_GRAD_NORM = 1.0  # every model of ours, as the baselines (mwpgen/lm/training.py)
 

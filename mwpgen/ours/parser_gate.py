@@ -10,12 +10,12 @@ then come from a parser measured to be as good as the one that judges ACC-eq, or
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from mwpgen.config.schema import OursTrainParams
-from mwpgen.lm.training import parse_accuracy
 from mwpgen.batching import seeded_batches
+from mwpgen.config.schema import OursTrainParams
 from mwpgen.early_stopping import EarlyStopping
+from mwpgen.lm.training import parse_accuracy
 from mwpgen.ours.inputs import Encoded
 from mwpgen.ours.joint_step import JointModels, mwp2eq_step
 

@@ -4,14 +4,14 @@ context it picks (Table 5 and the selector sweep use these)."""
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from mwpgen.ours.bundle import select_context
-from mwpgen.ours.selector import selector_batch
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.ours.joint_step import JointModels, generator_lm
+from mwpgen.ours.selector import selector_batch
 
 
 @torch.no_grad()

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 
 from mwpgen import resume
 from mwpgen.config.schema import OursTrainParams
+from mwpgen.device import autocast_dtype
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
 from mwpgen.ours.bundle import save_bundle
-from mwpgen.ours.selector import ContextSelector, fit_to_keywords, tokenize_words
 from mwpgen.ours.inputs import JointExample
 from mwpgen.ours.joint_step import JointModels
+from mwpgen.ours.selector import ContextSelector, fit_to_keywords, tokenize_words
 from mwpgen.ours.training import train_joint
-from mwpgen.device import autocast_dtype
 
 
 def build_models(cfg: OursTrainParams, model_id: str, *, device: str, seed: int, mixed_precision: bool,

@@ -26,23 +26,22 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Callable, Sequence
 
 import torch
 
 from mwpgen import resume
-from mwpgen.config.schema import OursTrainParams
-from mwpgen.lm.training import parse_accuracy
 from mwpgen.batching import seeded_batches
+from mwpgen.config.schema import OursTrainParams
 from mwpgen.early_stopping import EarlyStopping
+from mwpgen.lm.training import parse_accuracy
 from mwpgen.log_window import LogWindow
-from mwpgen.resume import Checkpoints
+from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.ours.joint_step import JointModels, make_optimizers, mwp2eq_step, phase1_step, phase2_step
 from mwpgen.ours.parser_gate import reach_parse_accuracy
 from mwpgen.ours.selection_stats import context_lm_loss
-from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.joint_step import JointModels, make_optimizers, mwp2eq_step, phase1_step, \
-    phase2_step
+from mwpgen.resume import Checkpoints
 from mwpgen.trainer import Notes, StepResult, Trainer, ValidationSchedule
 
 

@@ -32,6 +32,7 @@ from mwpgen import registry
 from mwpgen.config.schema import Params, load_params
 from mwpgen.data.equations import EquationError, is_num_token, normalize_equation
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.evaluation.metrics import TextScorer, acc_eq, score_generations
 from mwpgen.io import read_jsonl, write_generations
 from mwpgen.lm.decoding import _generation_config, _left_pad, predict_equations
@@ -40,7 +41,6 @@ from mwpgen.lm.prompts import encode_prompt, generator_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings
 from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
-from mwpgen.device import resolve_device
 from tasks import generate as tasks_generate
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -33,15 +33,15 @@ import torch
 
 from mwpgen.config.schema import load_params
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.io import read_jsonl, write_json
 from mwpgen.lm import decoding
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import generator_epochs, generator_prompt, mwp2eq_examples
 from mwpgen.lm.training import train_causal_lm
-from mwpgen.ours.train_and_save import build_models, warm_start_selector
 from mwpgen.ours.inputs import epoch_examples
+from mwpgen.ours.train_and_save import build_models, warm_start_selector
 from mwpgen.ours.training import train_joint
-from mwpgen.device import resolve_device
 
 
 def epoch_row(step_times: list[float], warmup: int, steps_per_epoch: int, epochs: int, **extra) -> dict:

@@ -65,15 +65,15 @@ def train(args) -> None:
     import torch
 
     from mwpgen.data.equations import equivalent
+    from mwpgen.device import resolve_device
     from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_equation
     from mwpgen.lm import decoding
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import generator_epochs, generator_example, generator_prompt, mwp2eq_examples
     from mwpgen.lm.training import train_causal_lm
-    from mwpgen.ours.train_and_save import train_and_save
     from mwpgen.ours.bundle import generate_with_context, load_bundle
     from mwpgen.ours.inputs import JointExample, epoch_examples
-    from mwpgen.device import resolve_device
+    from mwpgen.ours.train_and_save import train_and_save
 
     params = load_params(args.params)
     exp, g = params.experiment, params.generate
@@ -228,9 +228,9 @@ def train(args) -> None:
 
 def score(args) -> None:
     from mwpgen.evaluation.metrics import TextScorer, score_generations
-    from mwpgen.judge.rule import judge_predictions
     from mwpgen.evaluation.statistics import paired_bootstrap, selection_summary
     from mwpgen.evaluation.tables import delta_text
+    from mwpgen.judge.rule import judge_predictions
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
 

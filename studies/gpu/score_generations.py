@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 
 from mwpgen.data.folds import load_fold
-from mwpgen.lm.decoding import predict_equations
-from mwpgen.io import read_generations
-from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.evaluation.metrics import TextScorer, score_generations
+from mwpgen.io import read_generations
+from mwpgen.lm.decoding import predict_equations
+from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 
 
 def main() -> None:

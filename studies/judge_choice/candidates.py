@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -137,7 +137,7 @@ class JudgeModel:
         return asdict(self) | {"use": list(self.use)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "JudgeModel":
+    def from_dict(cls, d: dict) -> JudgeModel:
         return cls(**{**d, "use": tuple(d["use"])})
 
 

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from mwpgen.io import read_jsonl, write_json, write_jsonl
+from mwpgen.judge.measure import auc, precision_at_recall
 from studies.judge_choice import candidates as judge
 from studies.reading import judge_labels
-from mwpgen.judge.measure import auc, precision_at_recall
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -48,12 +48,12 @@ def parse_data(data: Path, fold: int, seed: int, validation_size: int) -> tuple[
 def main() -> None:
     import torch
 
-    from studies.judge_choice import candidates as judge
+    from mwpgen.device import resolve_device
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import mwp2eq_examples
     from mwpgen.lm.training import train_causal_lm
-    from mwpgen.device import resolve_device
+    from studies.judge_choice import candidates as judge
 
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--out", type=Path, required=True)

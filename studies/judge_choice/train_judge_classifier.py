@@ -16,9 +16,9 @@ from pathlib import Path
 
 from mwpgen.config.schema import load_params
 from mwpgen.data.folds import load_fold
-from studies.judge_choice.candidates import consistency_examples
 from mwpgen.lm.loading import load_trained
 from mwpgen.lm.training import train_causal_lm
+from studies.judge_choice.candidates import consistency_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -104,10 +104,10 @@ def ours_texts(service, prompts: list, decoding: dict, copies: int, seed: int, m
 def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     import torch
 
+    from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
-    from mwpgen.device import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
     device = resolve_device(args.device)
@@ -138,12 +138,12 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
 
 def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     from mwpgen.config.schema import load_params
+    from mwpgen.device import resolve_device
     from mwpgen.io import read_jsonl
     from mwpgen.lm.decoding import generate_texts
     from mwpgen.lm.loading import load_trained
     from mwpgen.lm.prompts import generator_prompt
     from mwpgen.paths import FoldPaths
-    from mwpgen.device import resolve_device
 
     device = resolve_device(args.device)
     model, tokenizer = load_trained(args.checkpoint, device)

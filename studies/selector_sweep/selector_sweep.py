@@ -25,13 +25,13 @@ from pathlib import Path
 
 from mwpgen.config.schema import OursTrainParams, Params, load_params
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.io import atomic_write_text, read_jsonl, write_json
-from mwpgen.ours.train_and_save import build_models, warm_start_selector
 from mwpgen.ours.inputs import JointExample
 from mwpgen.ours.selection_stats import context_lm_loss, selection_stats
+from mwpgen.ours.train_and_save import build_models, warm_start_selector
 from mwpgen.ours.training import train_joint
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
-from mwpgen.device import resolve_device
 
 # Each grid is a list of settings: the switches of train.ours that differ from params.yaml.
 GRIDS = {

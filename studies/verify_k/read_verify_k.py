@@ -21,7 +21,6 @@ the same for the judge with the evaluator's parse, and the agreement of the two 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.evaluation.metrics import acc_eq
 from mwpgen.generate.request import Request
 from mwpgen.generate.service import Service, bundle_folder
@@ -44,7 +45,6 @@ from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, select_context
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.paths import FoldPaths
-from mwpgen.device import resolve_device
 
 ROOT = Path(__file__).resolve().parents[2]
 

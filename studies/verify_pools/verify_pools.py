@@ -25,7 +25,6 @@ measure it (data/labels/evaluator/README.md).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -47,6 +46,7 @@ RESAMPLES = 1000
 def sample(args: argparse.Namespace) -> None:
     from mwpgen.config.schema import load_params
     from mwpgen.data.folds import load_fold
+    from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.judge.rule import judged
@@ -54,7 +54,6 @@ def sample(args: argparse.Namespace) -> None:
     from mwpgen.lm.loading import load_trained
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
     from mwpgen.paths import FoldPaths
-    from mwpgen.device import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
     device = resolve_device(args.device)

@@ -7,13 +7,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.helpers.scratch_project import ROOT
-from tests.helpers.tiny_model import tiny_model_dir
-
 from mwpgen.config.profiles import apply_profile
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
+from tests.helpers.scratch_project import ROOT
+from tests.helpers.tiny_model import tiny_model_dir
 
 
 def tiny_arithmetic_project(root: Path, params_yaml: str = "") -> tuple[Path, Path, list[list[str]]]:

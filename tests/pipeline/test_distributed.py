@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from orchestration.prefect_api import free_port
 
-from mwpgen.lm.distributed import rank_examples
 from mwpgen.batching import seeded_batches
+from mwpgen.lm.distributed import rank_examples
+from orchestration.prefect_api import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WORLD = 2

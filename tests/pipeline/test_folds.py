@@ -16,8 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from tests.helpers.scratch_project import run_in, scratch_env
+
 from tests.helpers.fold_scenario import FOLDS, clone, cluster
+from tests.helpers.scratch_project import run_in, scratch_env
 
 KILLED_FOLD = 1
 

@@ -8,6 +8,7 @@ import sqlite3
 import sys
 
 import pytest
+
 from tests.helpers.scratch_project import MIRROR, copy_project, run_in, scratch_env
 
 DATA_STAGES = ["download", "translate", "preprocess", "split"]

@@ -11,13 +11,13 @@ import sqlite3
 
 import pytest
 import yaml
+
+from mwpgen.data.splits import seeded_folds
+from mwpgen.io import write_json, write_jsonl
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
 from tests.helpers.scratch_project import copy_project, run_in, scratch_env
 from tests.helpers.synthetic_mwp import synthetic_records
-
-from mwpgen.io import write_json, write_jsonl
 from tests.helpers.tiny_model import tiny_model_dir
-from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
-from mwpgen.data.splits import seeded_folds
 
 pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)
 

@@ -13,10 +13,9 @@ import sys
 import time
 
 import pytest
-from tests.helpers.scratch_project import MIRROR, ROOT, copy_project, run_in, scratch_env
 
-from orchestration.prefect_api import (API_ENV, PrefectServerError, free_port, is_serving, point_prefect_at,
-                                       shared_api)
+from orchestration.prefect_api import API_ENV, PrefectServerError, free_port, is_serving, point_prefect_at, shared_api
+from tests.helpers.scratch_project import MIRROR, ROOT, copy_project, run_in, scratch_env
 
 TEMPORARY_SERVER = "Starting temporary server"  # what Prefect logs when a process starts its own
 

@@ -17,9 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import wait_until_serving
-from orchestration.prefect_api import free_port
 
 from mwpgen.generate import cli
+from orchestration.prefect_api import free_port
 from tests.helpers.tiny_bundle import make_tiny_bundle
 
 pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)

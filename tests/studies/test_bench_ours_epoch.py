@@ -9,12 +9,11 @@ import sys
 
 import pytest
 
-from mwpgen.io import write_json, write_jsonl
-from tests.helpers.tiny_model import tiny_model_dir
-from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
-from mwpgen.data.splits import seeded_folds
-
 from benchmarks import bench_ours_epoch
+from mwpgen.data.splits import seeded_folds
+from mwpgen.io import write_json, write_jsonl
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
+from tests.helpers.tiny_model import tiny_model_dir
 
 
 @pytest.fixture(scope="module")

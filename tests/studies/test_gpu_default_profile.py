@@ -8,10 +8,10 @@ import json
 import sys
 
 import pytest
-from tests.helpers.tiny_project import tiny_arithmetic_project
 
 from mwpgen.io import read_generations, read_jsonl
 from studies.gpu import gpu_default_profile
+from tests.helpers.tiny_project import tiny_arithmetic_project
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,10 @@ import csv
 import json
 import sys
 
-from tests.helpers.tiny_project import tiny_arithmetic_project
-
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import read_jsonl, write_json, write_jsonl
 from studies.judge_choice import gpu_second_parser
+from tests.helpers.tiny_project import tiny_arithmetic_project
 
 
 def test_second_parser_features_without_arithmetic_texts(tmp_path, monkeypatch):

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 
-from tests.helpers.scratch_project import ROOT
-from tests.helpers.tiny_project import tiny_arithmetic_project
-
 from mwpgen.config.schema import load_params
 from studies.selector_sweep.selector_sweep import choose, holds, phase1_params, sweep
+from tests.helpers.scratch_project import ROOT
+from tests.helpers.tiny_project import tiny_arithmetic_project
 
 
 def _stats(median: float, none: float) -> dict:

@@ -7,10 +7,9 @@ import json
 import math
 import sys
 
-from tests.helpers.tiny_project import tiny_arithmetic_project
-
 from mwpgen.config.schema import load_params
 from studies.full_size import time_per_epoch
+from tests.helpers.tiny_project import tiny_arithmetic_project
 
 
 def test_every_model_is_timed_and_extrapolated(tmp_path, monkeypatch):

@@ -93,7 +93,6 @@ def test_committed_labels_name_the_dataset_problem_of_each_reading(tmp_path):
 def test_a_fold_without_labels_records_that_it_has_none(tmp_path, monkeypatch):
     import flows.measure_judge as stage
     from mwpgen.config.schema import Params
-
     from mwpgen.paths import FoldPaths
 
     monkeypatch.setattr(stage, "PROJECT_ROOT", tmp_path)

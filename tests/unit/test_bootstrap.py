@@ -9,8 +9,14 @@ import pytest
 from pycocoevalcap.bleu.bleu import Bleu
 
 from mwpgen.evaluation.metrics import bleu_stats
-from mwpgen.evaluation.statistics import (ablation_runs, ablation_summary, corpus_bleu, deltas_vs_gpt_pre,
-                                          paired_bootstrap, summary)
+from mwpgen.evaluation.statistics import (
+    ablation_runs,
+    ablation_summary,
+    corpus_bleu,
+    deltas_vs_gpt_pre,
+    paired_bootstrap,
+    summary,
+)
 from mwpgen.evaluation.tables import TABLE2_MODELS, table2, table4
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 

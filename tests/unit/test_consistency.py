@@ -8,13 +8,20 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mwpgen.ours.consistency import (check_shared_vocabulary, equation_consistency_loss, free_running_problems,
-                                     mwp2eq_pieces, relax, soft_mwp2eq_nll, teacher_forced_problems)
-from mwpgen.ours.inputs import JointExample, encode_joint, prompt_embeddings
 from mwpgen.lm.loading import load_model_and_tokenizer
-from tests.helpers.tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
 from mwpgen.lm.training import lm_loss
+from mwpgen.ours.consistency import (
+    check_shared_vocabulary,
+    equation_consistency_loss,
+    free_running_problems,
+    mwp2eq_pieces,
+    relax,
+    soft_mwp2eq_nll,
+    teacher_forced_problems,
+)
+from mwpgen.ours.inputs import JointExample, encode_joint, prompt_embeddings
+from tests.helpers.tiny_model import tiny_model_dir
 
 RECORDS = [("x = ( num1 - num2 )", "Joan found num1 shells . She gave num2 away . How many are left ?"),
            ("x = ( num1 * num2 )", "Tom has num1 boxes with num2 candies each . How many candies ?")]

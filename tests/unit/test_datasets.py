@@ -5,8 +5,16 @@ from pathlib import Path
 
 import pytest
 
-from mwpgen.data.raw import (RawProblem, math23k_english, read_arithmetic, read_arithmetic_folds, read_math23k,
-                             read_math23k_reference, read_mawps, read_translated_math23k)
+from mwpgen.data.raw import (
+    RawProblem,
+    math23k_english,
+    read_arithmetic,
+    read_arithmetic_folds,
+    read_math23k,
+    read_math23k_reference,
+    read_mawps,
+    read_translated_math23k,
+)
 from mwpgen.io import DataFormatError
 
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", Path(__file__).resolve().parents[2].parent / "shared" / "data" / "raw"))

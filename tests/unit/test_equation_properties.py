@@ -7,8 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mwpgen.data.equations import (MAX_DEPTH, REASONS, EquationError, equation_string, normalize_equation,
-                                   tokenize)
+from mwpgen.data.equations import MAX_DEPTH, REASONS, EquationError, equation_string, normalize_equation, tokenize
 from mwpgen.data.masking import MaskingError, mask_problem
 from mwpgen.data.preprocess import preprocess_problems
 from mwpgen.data.raw import RawProblem

@@ -12,18 +12,24 @@ import re
 import subprocess
 import sys
 import tomllib
-
-import yaml
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from mwpgen.generate import cli, model_resolution, output_file, output_format
+from mwpgen.generate.request import (
+    RequestError,
+    auto_numbers,
+    detokenize,
+    evaluate,
+    fill_numbers,
+    parse_request,
+    read_equation,
+)
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, save_bundle
-from mwpgen.generate.request import (RequestError, auto_numbers, detokenize, evaluate, fill_numbers, parse_request,
-                            read_equation)
 from tests.helpers.tiny_bundle import FAST, RECORDS, check_verdicts, make_tiny_bundle, make_tiny_judge, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -514,9 +520,7 @@ def test_the_judge_accepts_only_with_the_parse_and_the_surface_checks(bundle):
 
 def test_the_log_likelihood_is_the_generators_teacher_forced_one(bundle):
     from mwpgen.generate.service import Service
-    from mwpgen.ours.inputs import JointExample, encode_joint
-
-    from mwpgen.ours.inputs import prompt_embeddings
+    from mwpgen.ours.inputs import JointExample, encode_joint, prompt_embeddings
 
     service = Service.load(bundle, "cpu")
     emb = service.generator.get_input_embeddings()

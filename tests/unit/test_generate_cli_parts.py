@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestration.code_deps import closure
 from mwpgen.generate import cli, model_resolution
+from orchestration.code_deps import closure
 from tests.helpers.tiny_bundle import make_tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[2]

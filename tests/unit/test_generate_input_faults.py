@@ -12,8 +12,8 @@ import pytest
 
 from mwpgen.generate import request as request_module
 from mwpgen.generate.request import RequestError, parse_request, read_request_file
-from tests.helpers.tiny_bundle import make_tiny_bundle, run_cli
 from tests.helpers.generate_faults import one_line_error, served_error
+from tests.helpers.tiny_bundle import make_tiny_bundle, run_cli
 
 
 @pytest.fixture(scope="module")

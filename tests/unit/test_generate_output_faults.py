@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from mwpgen.generate.output_lock import OutputLock
-from tests.helpers.tiny_bundle import FAST, make_tiny_bundle, run_cli
 from tests.helpers.generate_faults import fail_at, one_line_error, rows_file
+from tests.helpers.tiny_bundle import FAST, make_tiny_bundle, run_cli
 
 
 @pytest.fixture(scope="module")

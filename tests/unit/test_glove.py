@@ -11,10 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mwpgen.seq2seq import glove
-from mwpgen.seq2seq.glove import (GloveIntegrityError, GloveUnavailable, embedding_matrix, fetch_glove, load_glove,
-                          read_vectors)
 from mwpgen.io import DataFormatError, sha256_file
+from mwpgen.seq2seq import glove
+from mwpgen.seq2seq.glove import (
+    GloveIntegrityError,
+    GloveUnavailable,
+    embedding_matrix,
+    fetch_glove,
+    load_glove,
+    read_vectors,
+)
 from mwpgen.seq2seq.vocab import PAD_ID, Vocab
 
 TINY = "the 0.1 0.2 0.3\napples 1.0 -1.0 0.5\njoan 0.0 0.0 1e-3\nthe 9 9 9\n"

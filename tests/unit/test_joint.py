@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from mwpgen.config.schema import OursTrainParams
+from mwpgen.lm.loading import load_model_and_tokenizer
+from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.inputs import JointExample, encode_joint, generator_inputs
 from mwpgen.ours.joint_step import JointModels, joint_step, make_optimizers, phase2_losses
-from mwpgen.lm.loading import load_model_and_tokenizer
-from tests.helpers.tiny_model import tiny_model_dir
-from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.selector import ContextSelector
+from tests.helpers.tiny_model import tiny_model_dir
 
 RECORDS = [
     ("x = ( num1 - num2 )", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",

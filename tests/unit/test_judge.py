@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from mwpgen.judge import rule as judge
-from studies.judge_choice import candidates
 from mwpgen.lm.loading import load_model_and_tokenizer
 from mwpgen.lm.prompts import mwp2eq_examples
+from studies.judge_choice import candidates
 from tests.helpers.tiny_model import tiny_model_dir
 
 RECORDS = [

@@ -8,16 +8,15 @@ import re
 from pathlib import Path
 
 import pytest
-
 import torch
 
-from mwpgen.lm import prompts as lm_prompts
 from mwpgen.data.keywords import keyword_dropout
+from mwpgen.lm import prompts as lm_prompts
 from mwpgen.lm.decoding import generate_texts, predict_equations
 from mwpgen.lm.loading import load_model_and_tokenizer
-from tests.helpers.tiny_model import tiny_model_dir
 from mwpgen.lm.prompts import IGNORE_INDEX, encode_example, generator_example, mwp2eq_example
 from mwpgen.lm.training import lm_loss, train_causal_lm
+from tests.helpers.tiny_model import tiny_model_dir
 
 RECORDS = [
     {"id": "1", "text": "Joan found num1 seashells . She gave num2 away . How many are left ?", "equation": "x = ( num1 - num2 )"},

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from flows.common import read_metrics, record_training, write_metrics
-from tracking.runs import curve_rows
 from mwpgen.paths import FoldPaths
+from tracking.runs import curve_rows
 
 
 def test_timings_go_to_their_own_file_and_come_back_together(tmp_path):

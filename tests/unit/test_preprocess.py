@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from mwpgen.data.raw import RawProblem, read_arithmetic, read_mawps
 from mwpgen.data.preprocess import PAPER_TABLE1, compare_with_paper, dataset_stats, preprocess_problems
+from mwpgen.data.raw import RawProblem, read_arithmetic, read_mawps
 
 MIRROR = Path(os.environ.get("MWPGEN_MIRROR", Path(__file__).resolve().parents[2].parent / "shared" / "data" / "raw"))
 

@@ -13,10 +13,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mwpgen.evaluation.statistics import (ablation_runs, deltas_vs_gpt_pre, observed_subsample, reported_datasets,
-                                          selection_summary)
-from mwpgen.evaluation.tables import (TABLE2_MODELS, base_model_name, latex_escape, mark_subsamples, model_label,
-                                      table2, table3, table4, table5)
+from mwpgen.evaluation.statistics import (
+    ablation_runs,
+    deltas_vs_gpt_pre,
+    observed_subsample,
+    reported_datasets,
+    selection_summary,
+)
+from mwpgen.evaluation.tables import (
+    TABLE2_MODELS,
+    base_model_name,
+    latex_escape,
+    mark_subsamples,
+    model_label,
+    table2,
+    table3,
+    table4,
+    table5,
+)
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 

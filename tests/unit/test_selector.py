@@ -10,13 +10,20 @@ import pytest
 import torch
 
 from mwpgen.config.schema import OursTrainParams
+from mwpgen.lm.loading import load_model_and_tokenizer
+from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.ours.joint_step import JointModels, phase1_losses
-from mwpgen.lm.loading import load_model_and_tokenizer
+from mwpgen.ours.selector import (
+    ContextSelector,
+    bernoulli_kl,
+    fit_to_keywords,
+    sample_straight_through,
+    selected_words,
+    selector_batch,
+    tokenize_words,
+)
 from tests.helpers.tiny_model import tiny_model_dir
-from mwpgen.lm.prompts import encode_example, generator_example, mwp2eq_example
-from mwpgen.ours.selector import (ContextSelector, bernoulli_kl, fit_to_keywords, sample_straight_through,
-                                  selected_words, selector_batch, tokenize_words)
 
 # "sea-shells" is ONE whitespace word but three tokens (sea, -, shells) for the tiny tokenizer.
 RECORDS = [("x = ( num1 - num2 )", "Joan found num1 sea-shells on the beach . Joan gave num2 away . How many ?"),

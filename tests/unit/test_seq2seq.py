@@ -9,16 +9,19 @@ import random
 import pytest
 import torch
 
-from mwpgen.seq2seq.checkpoint import build_model, load_checkpoint
-from mwpgen.seq2seq.decode import beam_search, decode_problems, greedy_decode, sequence_logprob
-from mwpgen.seq2seq.train import MODEL_PRESETS, TRAIN_PRESETS, train_seq2seq, training_epochs
-from mwpgen.seq2seq.transformer import noam_lr
-from mwpgen.seq2seq.vocab import Vocab, build_vocabs, source_tokens
-from mwpgen.seq2seq.decode import pad_batch
-from mwpgen.seq2seq.checkpoint import save_checkpoint
-from mwpgen.seq2seq.train import collate, encode_example, make_batches
-from mwpgen.seq2seq.transformer import noam_scheduler
-from mwpgen.seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, SEP, SPECIALS, UNK_ID
+from mwpgen.seq2seq.checkpoint import build_model, load_checkpoint, save_checkpoint
+from mwpgen.seq2seq.decode import beam_search, decode_problems, greedy_decode, pad_batch, sequence_logprob
+from mwpgen.seq2seq.train import (
+    MODEL_PRESETS,
+    TRAIN_PRESETS,
+    collate,
+    encode_example,
+    make_batches,
+    train_seq2seq,
+    training_epochs,
+)
+from mwpgen.seq2seq.transformer import noam_lr, noam_scheduler
+from mwpgen.seq2seq.vocab import BOS_ID, EOS_ID, PAD_ID, SEP, SPECIALS, UNK_ID, Vocab, build_vocabs, source_tokens
 
 RECORDS = [
     {"id": "1", "text": "Joan found num1 seashells . She gave num2 away . How many are left ?",

@@ -10,20 +10,20 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+import test_seq2seq as seq2seq_unit
 import torch
 import yaml
 from safetensors.torch import load_file
 
-import test_seq2seq as seq2seq_unit
-from mwpgen.seq2seq import glove
 from mwpgen.config.profiles import apply_profile
 from mwpgen.config.schema import Seq2SeqTrainParams, load_params
 from mwpgen.io import DataFormatError
-from mwpgen.seq2seq.checkpoint import load_checkpoint
-from mwpgen.seq2seq.train import MODEL_PRESETS, TRAIN_PRESETS, paper_steps
+from mwpgen.seq2seq import glove
 from mwpgen.seq2seq.baseline import SEQ2SEQ_MODELS, baseline_setup, train_baseline
-from mwpgen.seq2seq.not_run import NOT_RUN_FILE, read_not_run, write_not_run
+from mwpgen.seq2seq.checkpoint import load_checkpoint
 from mwpgen.seq2seq.decode import generate_baseline
+from mwpgen.seq2seq.not_run import NOT_RUN_FILE, read_not_run, write_not_run
+from mwpgen.seq2seq.train import MODEL_PRESETS, TRAIN_PRESETS, paper_steps
 
 ROOT = Path(__file__).resolve().parents[2]
 

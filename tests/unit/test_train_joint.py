@@ -7,19 +7,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from mwpgen.ours.ablation import VARIANTS, check_variants, variant_of, variant_params
-from mwpgen.registry import ablation_model
 from mwpgen.config.schema import OursTrainParams
-from mwpgen.lm.decoding import generate_texts
+from mwpgen.lm.loading import load_model_and_tokenizer
+from mwpgen.lm.prompts import generator_example, mwp2eq_example
+from mwpgen.ours.ablation import VARIANTS, check_variants, variant_of, variant_params
+from mwpgen.ours.bundle import generate_with_context, load_bundle, save_bundle
 from mwpgen.ours.inputs import JointExample
 from mwpgen.ours.joint_step import JointModels
-from mwpgen.lm.loading import load_model_and_tokenizer
-from tests.helpers.tiny_model import tiny_model_dir
-from mwpgen.lm.prompts import generator_example, generator_prompt, mwp2eq_example
-from mwpgen.ours.bundle import generate_with_context, load_bundle, save_bundle
 from mwpgen.ours.selector import ContextSelector
 from mwpgen.ours.training import phase_steps, train_joint
+from mwpgen.registry import ablation_model
 from mwpgen.resume import STATE_FILE, ResumeMismatch
+from tests.helpers.tiny_model import tiny_model_dir
 
 RECORDS = [
     ("x = ( num1 - num2 )", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",
@@ -272,8 +271,8 @@ def _scripted_gate(monkeypatch, accuracies: list[float]) -> list:
 
 def _gate(tiny_path, target: float, eval_every: int):
     from mwpgen.ours.inputs import encode_joint
-    from mwpgen.ours.parser_gate import reach_parse_accuracy
     from mwpgen.ours.joint_step import make_optimizers
+    from mwpgen.ours.parser_gate import reach_parse_accuracy
 
     models = fresh_models(tiny_path)
     cfg = settings(eval_every=eval_every)

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from mwpgen import resume, tuning
 from mwpgen.lm.loading import load_model_and_tokenizer
 from mwpgen.lm.prompts import generator_example
-from mwpgen import resume, tuning
 from mwpgen.ours.inputs import JointExample
 from tests.helpers.tiny_model import tiny_model_dir
 
