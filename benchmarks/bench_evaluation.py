@@ -49,7 +49,7 @@ def build_pairs(n: int, seed: int) -> tuple[list[str], list[str], list[str], lis
     vocab = sorted({w for t in train for w in t.split()})
     rng = random.Random(seed)
     hyps: list[str] = []
-    for i, ref in enumerate(refs):
+    for ref in refs:
         r = rng.random()
         if r < 0.4:
             toks = [w if rng.random() >= 0.1 else rng.choice(vocab) for w in ref.split() if rng.random() >= 0.1]

@@ -14,14 +14,14 @@ import statistics
 import time
 from pathlib import Path
 
+import torch
+
+from mwpgen.data.folds import load_fold
+from mwpgen.evaluation.metrics import TextScorer
+from mwpgen.lm.decoding import predict_equations
+from mwpgen.lm.loading import load_trained
+
 ROOT = Path(__file__).resolve().parents[1]
-
-import torch  # noqa: E402
-
-from mwpgen.data.folds import load_fold  # noqa: E402
-from mwpgen.evaluation.metrics import TextScorer  # noqa: E402
-from mwpgen.lm.decoding import predict_equations  # noqa: E402
-from mwpgen.lm.loading import load_trained  # noqa: E402
 
 ARMS = [("alone", 2), ("alone", 1), ("beside JVM start", 2), ("beside JVM start", 1)]
 

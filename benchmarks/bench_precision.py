@@ -116,7 +116,9 @@ def agreement(fp32: list[float], bf16: list[float], val_fp32: list[float], val_b
     steps add the drift of two trajectories), over `window`-step means (the per-step noise of a small batch
     averaged out), and on the validation loss (a fixed set)."""
     diffs = [abs(x - y) for x, y in zip(fp32, bf16)]
-    means = lambda xs: [sum(xs[i : i + window]) / len(xs[i : i + window]) for i in range(0, len(xs), window)]
+    def means(xs):
+        return [sum(xs[i : i + window]) / len(xs[i : i + window]) for i in range(0, len(xs), window)]
+
     return {"steps": len(diffs), "first_step_abs_diff": diffs[0], "max_abs_diff_train": max(diffs),
             "mean_abs_diff_train": sum(diffs) / len(diffs),
             "max_rel_diff_train": max(d / abs(x) for d, x in zip(diffs, fp32)),

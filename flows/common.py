@@ -114,7 +114,9 @@ def write_metrics(path: Path, timing_file: Path, metrics: dict) -> dict:
     .scores_timing; a plain DVC out, so `dvc metrics show` stays narrow): its `timing` mapping (as the trainers give
     it), `timings_s`, and every top-level seconds or rate (`wall_s`, `phase1_step_s`, `tokens_per_s`;
     tracking.runs.is_timing). The timing file is written even empty: dvc.yaml declares it. Returns the timings."""
-    apart = lambda k: k in ("timing", "timings_s") or is_timing(k)
+    def apart(k: str) -> bool:
+        return k in ("timing", "timings_s") or is_timing(k)
+
     timing = {**(metrics.get("timing") or {}), **(metrics.get("timings_s") or {}),
               **{k: v for k, v in metrics.items() if apart(k) and k not in ("timing", "timings_s")}}
     write_json(path, {k: v for k, v in metrics.items() if not apart(k)})

@@ -110,7 +110,7 @@ def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> d
             dataset, fold = running.pop(future)
             try:
                 entries, files = future.result()
-            except Exception as e:  # noqa: BLE001 -- whatever ended the fold, it is reported by name below
+            except Exception as e:  # whatever ended the fold, it is reported by name below
                 failed[f"{dataset}-{fold}"] = f"{type(e).__name__}: {e}"
                 log.error("%s fold %d failed after retries: %s", dataset, fold, e)
                 continue

@@ -104,7 +104,7 @@ def _prepare_while_the_server_starts() -> None:
     """The flow's first steps that need no Prefect API, done while its server starts (some 15 s on a fresh clone):
     MLflow's store and experiment created, DVC's planner imported. The flow repeats both (then at no cost) and
     meets any error in them itself."""
-    import dvc.repo.reproduce  # noqa: F401
+    import dvc.repo.reproduce  # noqa: F401 — imported for its cost alone, paid while the server starts
 
     experiment_id(client())
 

@@ -92,7 +92,7 @@ class LearnedJudge(torch.nn.Module):
 
     def batches(self, encoded: Sequence[list[int]], batch_size: int):
         """(row indices, ids, mask) of left-padded batches, shortest prompts together."""
-        from mwpgen.lm.decoding import _left_pad  # noqa: PLC2701 - the project's own helper
+        from mwpgen.lm.decoding import _left_pad  # the project's own helper, private to its module
 
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         for start in range(0, len(order), batch_size):

@@ -151,7 +151,7 @@ def mwp2eq_real_loss(models: JointModels, batch: Sequence[Encoded], cfg: OursTra
 def make_optimizers(models: JointModels, lr: float, selector_lr: float,
                     mwp2eq_lr: float | None = None) -> dict[str, torch.optim.Optimizer]:
     """Adam (AdamW, weight_decay 0) per model (`selector_lr` 0: lr); the paper uses lr 5e-5 for "ours"."""
-    opt = lambda m, r: torch.optim.AdamW(m.parameters(), lr=r, weight_decay=0.0)  # noqa: E731
+    opt = lambda m, r: torch.optim.AdamW(m.parameters(), lr=r, weight_decay=0.0)  # noqa: E731 — a one-line local helper
     out = {"generator": opt(models.generator, lr)}
     if models.mwp2eq is not None:
         out["mwp2eq"] = opt(models.mwp2eq, mwp2eq_lr or lr)

@@ -30,8 +30,10 @@ def reach_parse_accuracy(models: JointModels, encoded: Sequence[Encoded], proble
     "start", "accuracy" (the kept weights'), "batches" (trained), "kept_at" (batches behind the kept weights),
     "reached", "measurements": [{"batches", "accuracy"}]}."""
     device = next(models.mwp2eq.parameters()).device
-    measure = lambda: parse_accuracy(models.mwp2eq, models.tokenizer, problems, equations,  # noqa: E731
-                                     batch_size=16, device=device)
+
+    def measure():
+        return parse_accuracy(models.mwp2eq, models.tokenizer, problems, equations, batch_size=16, device=device)
+
     best = EarlyStopping({"mwp2eq": models.mwp2eq}, patience=0)
     batches = seeded_batches(len(encoded), cfg.batch_size, seed, GATE_STREAM)
     every = cfg.eval_every or len(batches)

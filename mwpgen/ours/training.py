@@ -48,7 +48,8 @@ from mwpgen.trainer import Notes, StepResult, Trainer, ValidationSchedule
 def phase_steps(cfg: OursTrainParams, n_examples: int) -> tuple[int, int]:
     """(S1, S2): each phase's steps, its epochs over n examples capped by its max_steps (0: no cap)."""
     per_epoch = math.ceil(n_examples / cfg.batch_size)
-    cap = lambda p: min(p.epochs * per_epoch, p.max_steps) if p.max_steps else p.epochs * per_epoch  # noqa: E731
+    def cap(p):
+        return min(p.epochs * per_epoch, p.max_steps) if p.max_steps else p.epochs * per_epoch
     return cap(cfg.phase1), cap(cfg.phase2)
 
 

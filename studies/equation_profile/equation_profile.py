@@ -60,7 +60,7 @@ def profile(data: Path, dataset: str, fold: int) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731 — a one-line local helper
     lines = [f"### The datasets' equations (masked, as the models see them); test fold {rows[0]['fold']}", "",
              "| | " + " | ".join(r["dataset"] for r in rows) + " |", "|---|" + "---:|" * len(rows)]
     cells = [

@@ -19,11 +19,11 @@ import json
 import random
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from mwpgen.config.schema import load_params
+from mwpgen.io import read_jsonl
+from mwpgen.paths import FoldPaths
 
-from mwpgen.config.schema import load_params  # noqa: E402
-from mwpgen.io import read_jsonl  # noqa: E402
-from mwpgen.paths import FoldPaths  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 COLUMNS = ["model", "id", "equation", "generated", "label"]
 

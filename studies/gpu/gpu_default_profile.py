@@ -40,7 +40,7 @@ def _stop_words_fallback(path: Path) -> None:
     """mwpgen.data.keywords reads spaCy's stopword list; a bare GPU machine has no spaCy. The same list, exported
     here (`sorted(STOP_WORDS)` as JSON), stands in for the one module it imports."""
     try:
-        import spacy.lang.en.stop_words  # noqa: F401
+        import spacy.lang.en.stop_words  # noqa: F401 — only whether it imports
     except ImportError:
         import types
         module = types.ModuleType("spacy.lang.en.stop_words")
@@ -272,7 +272,7 @@ def score(args) -> None:
 
 def tables_markdown(summary: dict, scores: dict, delta: dict | None, delta_text) -> str:
     ev = summary["stages"].get("train_evaluator", {})
-    f = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
+    f = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731 — a one-line local helper
     lines = [f"Device: {summary['device']}, torch {summary['torch']}; {summary['n_train']} training problems, "
              f"{summary['n_validation']} validation, {summary['n_test']} test (Arithmetic fold {FOLD}).", "",
              "| model | train s | steps | generate s | BLEU-4 | METEOR | ROUGE-L | ACC-eq | ACC-eq (equiv.) "

@@ -196,7 +196,7 @@ def main() -> None:
              "and the best precision at recall 0.5.", "",
              "| judge | kind | precision | recall | accepted | AUC | precision at recall 0.5 |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    cell = lambda t, k: f"{t[k]:.3f}" if k in t else ""  # noqa: E731
+    cell = lambda t, k: f"{t[k]:.3f}" if k in t else ""  # noqa: E731 — a one-line local helper
     lines += [f"| {t['judge']} | {t['kind']} | {t['precision']:.3f} | {t['recall']:.3f} | {t['accepted']} | "
               f"{cell(t, 'auc')} | {cell(t, 'precision_at_recall_0.5')} |" for t in table]
     lines += ["", ("" if eligible else f"No candidate reaches precision {TARGET} on the validation labels; the most "

@@ -246,7 +246,7 @@ def run(args: argparse.Namespace) -> dict:
         finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train], y_train,
                  layers=args.finetune, epochs=args.epochs, lr=args.lr, seed=seed,
                  autocast=torch.bfloat16 if args.bf16 else None,
-                 log=lambda e, step, loss: step % 50 == 0 and print(f"epoch {e} step {step} loss {loss:.4f} "
+                 log=lambda e, step, loss, start=start: step % 50 == 0 and print(f"epoch {e} step {step} loss {loss:.4f} "
                                                                  f"{time.perf_counter() - start:.0f} s",
                                                                  file=sys.stderr, flush=True))
         p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])

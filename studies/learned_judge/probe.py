@@ -35,7 +35,7 @@ def embeddings(model, tokenizer, problems: Sequence[str], equations: Sequence[st
                batch_size: int = 16) -> torch.Tensor:
     """[layers + 1, N, D] hidden states at each prompt's last token (left-padded batches: the last column), the
     embedding layer first."""
-    from mwpgen.lm.decoding import _left_pad  # noqa: PLC2701 - the project's own helper
+    from mwpgen.lm.decoding import _left_pad  # the project's own helper, private to its module
     from mwpgen.lm.prompts import encode_prompt
 
     model.eval()

@@ -109,7 +109,7 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
     agree = sum(first[u] == y for u, y in second.items())
     result = {"dataset": drawn["dataset"], "fold": drawn["fold"], "test_problems": len(ids), "overlap": len(second),
               "overlap_agree": agree, "models": per_model}
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731 — a one-line local helper
     lines = [f"Blind reading of {len(ids)} seeded test problems of {drawn['dataset']} fold {drawn['fold']} per model "
              f"(sets: {', '.join(str(o) for o in outs)}; the two readings of the {len(second)} overlap problems agree "
              f"on {agree}).", "",
@@ -119,7 +119,8 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
         lo, hi = e["read_right_95ci"]
         d = e.get("minus_" + models[0])
         dtext = f"{100 * d['mean']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]" if d else "baseline"
-        cell = lambda v: f"{v['accepted']}, {pct(v['precision'])}" if v else "n/a"  # noqa: E731
+        def cell(v):
+            return f"{v['accepted']}, {pct(v['precision'])}" if v else "n/a"
         lines.append(f"| {m} | {pct(e['read_right'])} [{pct(lo)}, {pct(hi)}] | {dtext} | {cell(e.get('judged'))} | "
                      f"{cell(e.get('acc_eq'))} |")
     return blind_reading.write_report(out, result, lines)

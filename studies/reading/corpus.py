@@ -89,7 +89,7 @@ def ours_texts(service, prompts: list, decoding: dict, copies: int, seed: int, m
     after prompt), cut at the first newline as the service cuts them."""
     import torch
 
-    from mwpgen.lm.decoding import _generation_config  # noqa: PLC2701 - the project's own helper
+    from mwpgen.lm.decoding import _generation_config  # the project's own helper, private to its module
     from mwpgen.ours.inputs import pad_rows
 
     config = _generation_config(service.tokenizer, decoding["decoding"], 1, decoding.get("top_p", 1.0),

@@ -87,7 +87,7 @@ def score(reading: Path, *more: Path, report: Path | None = None) -> dict:
                 for s, ks in sorted(by_shape.items())}
     result = {"problems_read": len(first), "overlap": len(second), "overlap_agree": agree, "per_k": per_k,
               "by_shape": by_shape}
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731 — a one-line local helper
     lines = [f"Blind reading of the problems verified generation showed ({len(first)} distinct problems; the two "
              f"readings of the {len(second)}-problem overlap agree on {agree}).", "",
              "| K | shown | read right (%) [95% CI] | verified (%) | verified: yes right (%) | judge with the "

@@ -184,7 +184,8 @@ def summarise(args: argparse.Namespace, evaluator_dir: Path, test: list[dict], s
 
 
 def markdown(result: dict) -> str:
-    pct = lambda x: "n/a" if isinstance(x, float) and math.isnan(x) else f"{100 * x:.1f}"  # noqa: E731
+    def pct(x):
+        return "n/a" if isinstance(x, float) and math.isnan(x) else f"{100 * x:.1f}"
     lines = [f"Verified generation on {result['dataset']} fold {result['fold']} ({result['n_test']} test problems, "
              f"{result['device']}; judge: {result['judge']}): ACC-eq by the independent evaluator of the fold.", "",
              "| K | shown | ACC-eq (%) | ACC-eq equivalent (%) | verified: the service's judge (%) | the judge with the "

@@ -204,7 +204,7 @@ def score(reading: Path, ks: list[int]) -> dict:
     for split in SPLITS:
         for kind, pools in candidate_pools(key, first, split).items():
             result["splits"].setdefault(split, {})[kind] = score_pools(pools, ks)
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}"  # noqa: E731
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}"  # noqa: E731 — a one-line local helper
     lines = [f"Every candidate of verified generation, read blind ({len(first)} distinct problems; the two readings "
              f"of the {len(second)}-problem overlap agree on {result['overlap_agree']}). Validation pools choose; "
              f"test pools measure.", ""]

@@ -43,7 +43,10 @@ def test_rank_shares_rebuild_the_single_process_steps(n, batch_size, world_size)
     """Rank r's micro-batch j (with the trainer's batching of its share) is the single process's micro-batch
     j*W + r; an incomplete last global batch is dropped; every epoch has its own order."""
     seed = 7
-    examples = lambda epoch: [f"e{epoch}-{i}" for i in range(n)]
+
+    def examples(epoch):
+        return [f"e{epoch}-{i}" for i in range(n)]
+
     per_rank = n // (world_size * batch_size)
     for epoch in range(3):
         everyone = [[examples(epoch)[i] for i in b] for b in seeded_batches(n, batch_size, seed, epoch)]

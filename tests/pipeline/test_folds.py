@@ -41,7 +41,7 @@ def kill_fold_run_when_training(api_url: str, fold: int, clones: list[Path], don
     here is kept in `log` for the test to show (a thread's exception would otherwise vanish)."""
     try:
         _kill_when_training(api_url, fold, clones, done, log)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         log.append(("error", repr(e)))
 
 

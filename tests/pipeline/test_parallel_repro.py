@@ -76,7 +76,7 @@ def test_independent_stages_run_side_by_side_and_the_lock_is_the_one_dvc_repro_w
     assert _times(parallel, "a")[1] < min(b_start, c_start) and _times(parallel, "d")[0] > max(b_end, c_end)
     assert "b | Running stage 'b':" in out.getvalue().splitlines()
     assert (parallel / "d.txt").read_text() == "dbaca"
-    lock = lambda repo: yaml.safe_load((repo / "dvc.lock").read_text())  # noqa: E731
+    lock = lambda repo: yaml.safe_load((repo / "dvc.lock").read_text())  # noqa: E731 — a one-line local helper
     assert lock(parallel) == lock(plain)
 
     assert plan(parallel).stages == [] and plan(parallel).up_to_date == 4
@@ -235,7 +235,8 @@ def test_a_pipeline_killed_mid_stage_leaves_no_stage_running_and_dvc_lock_whole(
     (repo / "dvc.yaml").write_text(STAGES + "  slow: {cmd: python slow.py, deps: [d.txt], outs: [slow.txt]}\n")
     (repo / "params.yaml").write_text("size: 1\n")
     _dvc(repo, "repro", "-q", "d")
-    git = lambda *a: subprocess.run(["git", *a], cwd=repo, capture_output=True, text=True, check=True).stdout  # noqa: E731
+    def git(*a):
+        return subprocess.run(["git", *a], cwd=repo, capture_output=True, text=True, check=True).stdout
     git("add", "-A")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "four stages done")
     lock_before = (repo / "dvc.lock").read_text()

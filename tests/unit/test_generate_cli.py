@@ -351,7 +351,7 @@ def test_a_gated_judge_reads_by_probability_until_n_are_accepted_and_shows_what_
         p = [rng.random() for _ in texts]
         accepted = {t for t in texts if rng.random() < 0.3}
         calls = []
-        service.parse = lambda rows, deadline=None: calls.append(list(rows)) or [
+        service.parse = lambda rows, deadline=None, calls=calls, accepted=accepted: calls.append(list(rows)) or [
             "x = num1 - num2" if t in accepted else "x = num1 + num2" for t in rows]
         parsed, rule = service.rule_by_probability(texts, "x = num1 - num2", p, n, chunk=8)
         read = [t for c in calls for t in c]
@@ -472,7 +472,8 @@ def test_resume_needs_the_same_judge(capsys, bundle, tiny_judge, tmp_path):
     args = cli.build_parser().parse_args(["generate", *argv])
     requests = cli.read_requests(args)
     identity = output_file.judge_identity
-    fingerprint = lambda: output_file.run_fingerprint(args, requests, identity(judge, bundle))  # noqa: E731
+    def fingerprint():
+        return output_file.run_fingerprint(args, requests, identity(judge, bundle))
     before = fingerprint()
     out_file.write_text("[\n", encoding="utf-8")  # a run stopped after its start, as FileSink leaves it
     marker = {"fingerprint": before, "requests": 1, "done": 0, "bytes": 2}
@@ -645,7 +646,8 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tiny_judge
     assert again.returncode == 0, again.stderr[-3000:]
     resumed = list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8"))))
     assert [(r["k"], r["id"]) for r in resumed] == [(r["k"], r["id"]) for r in rows]
-    timeless = lambda rs: [{k: v for k, v in r.items() if k != "seconds"} for r in rs]  # noqa: E731
+    def timeless(rs):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rs]
     # seeded as an uninterrupted run: the rest are made again as they were
     assert resumed[0]["generated"] == "a problem the first run showed" and timeless(resumed[4:]) == timeless(rows[4:])
     only_score = subprocess.run([*argv, "--resume", "--make", "0"], cwd=ROOT, capture_output=True, text=True,

@@ -124,7 +124,7 @@ def test_the_states_cache_embeds_only_new_rows(backbone, tmp_path, monkeypatch):
     first = compare.hidden_by_layer(str(backbone), [1, 2], rows[:5], tmp_path, "c")
     embedded = []
     real = compare._embed
-    monkeypatch.setattr(compare, "_embed", lambda f, l, r, n: embedded.append(len(r)) or real(f, l, r, n))
+    monkeypatch.setattr(compare, "_embed", lambda f, layers, r, n: embedded.append(len(r)) or real(f, layers, r, n))
     again = compare.hidden_by_layer(str(backbone), [1, 2], rows, tmp_path, "c")
     assert embedded == [3] and torch.allclose(again[2][:5], first[2])
 

@@ -25,8 +25,11 @@ def committed(tmp_path, monkeypatch):
     (root / "reports/README.md").write_text("# tables\n")
     (root / "plots/train/ours/arithmetic").mkdir(parents=True)
     (root / "plots/train/ours/arithmetic/fold0.csv").write_text("step,train_loss,val_loss\n1,2.0,\n2,1.0,1.5\n")
-    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=root, check=True,
-                                    capture_output=True, text=True).stdout.strip()
+
+    def git(*a):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
     git("init", "-q")
     git("add", ".")
     git("commit", "-qm", "results")

@@ -103,8 +103,10 @@ def test_profile_is_recognised_in_params(tmp_path, monkeypatch):
 def test_files_a_repro_writes_do_not_make_the_code_dirty(tmp_path):
     from tracking.provenance import dirty_paths
 
-    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,
-                                    check=True, capture_output=True)
+    def git(*a):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path, check=True,
+                              capture_output=True)
+
     (tmp_path / "metrics").mkdir()
     for name in ("dvc.lock", "metrics/report.json", "code.py"):
         (tmp_path / name).write_text("1\n")

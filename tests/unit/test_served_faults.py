@@ -128,7 +128,7 @@ def test_the_rule_reads_in_batches_that_are_one_calls_and_stops_between_them_at_
         batches = []
         real = {"parse": service_module.predict_equations, "firmness": service_module.equation_logprobs}[phase]
 
-        def one_batch_then_past_the_deadline(*args, real=real, **kwargs):
+        def one_batch_then_past_the_deadline(*args, real=real, batches=batches, **kwargs):
             batches.append(len(args[2]))
             monkeypatch.setattr(service_module, "time", SimpleNamespace(monotonic=lambda: math.inf))
             return real(*args, **kwargs)

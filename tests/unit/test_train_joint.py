@@ -95,7 +95,8 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tiny_path, tmp_path):
     assert expected.keys() == got.keys()
     for k in expected:
         assert torch.equal(expected[k], got[k]), k
-    strip = lambda hs: [{k: v for k, v in h.items() if k != "step_s"} for h in hs]  # noqa: E731
+    def strip(hs):
+        return [{k: v for k, v in h.items() if k != "step_s"} for h in hs]
     assert strip(resumed["history"]) == strip(ref["history"])
 
 
@@ -246,7 +247,8 @@ def test_the_co_trained_mwp2eq_reads_several_batches_per_phase1_step(tiny_path, 
     steps = phase_steps(settings(phase1=1), len(EXAMPLES))[0]
     assert len(generator_batches) == steps and len(mwp2eq_batches) == 3 * steps
     assert mwp2eq_batches[0::3] == generator_batches  # the first pass: the generator's own batch
-    epoch = lambda i: sorted(map(tuple, (b for batch in mwp2eq_batches[i::3] for b in batch)))  # noqa: E731
+    def epoch(i):
+        return sorted(map(tuple, (b for batch in mwp2eq_batches[i::3] for b in batch)))
     assert epoch(1) == epoch(2) == epoch(0)  # each pass: every problem once in the epoch
     assert mwp2eq_batches[1::3] != mwp2eq_batches[0::3]  # in its own order
 

@@ -84,7 +84,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_one(tmp_path):
     assert strip(resumed.trainer.history) == strip(ref.trainer.history) and resumed.notes["seen"] == 9
     assert resumed.trainer.validations == ref.trainer.validations
     assert [r["step"] for r in resumed.trainer.validations] == [0, 2, 4, 6, 8, 9]  # a fresh run starts measured
-    pick = lambda records: [(r["step"], r["train_loss"]) for r in records]  # noqa: E731
+    pick = lambda records: [(r["step"], r["train_loss"]) for r in records]  # noqa: E731 — a one-line local helper
     assert pick(resumed.log.records) == pick(ref.log.records) and resumed.log.tokens == ref.log.tokens == 36
 
 
