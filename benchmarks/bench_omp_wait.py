@@ -4,10 +4,10 @@
 
 libgomp, which the CPU build of torch uses, lets a thread that waits for the others spin for a while before it
 sleeps. On 2 cores that is free while torch has the machine to itself, and costly when something else wants a core:
-the evaluate stage parses while the METEOR JVM starts beside it (benchmarks/bench_parse_beside_jvm.py), and the test suite
-runs two pytest workers, each with two torch threads. Smoke runs (orchestration/pipeline.py's `stage_env`) and the
-suite (tests/conftest.py) set OMP_WAIT_POLICY=PASSIVE; real runs keep the default. Each arm runs in a child process
-of its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's default,
+the evaluate stage parses while the METEOR JVM starts beside it (benchmarks/bench_parse_beside_jvm.py), and the test
+suite runs two pytest workers, each with two torch threads. Smoke runs (orchestration/pipeline.py's `stage_env`) and the
+suite (tests/conftest.py) set OMP_WAIT_POLICY=PASSIVE; real runs keep the default. Each arm runs in a child process of
+its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's default,
 OMP_WAIT_POLICY=PASSIVE (no spinning) and GOMP_SPINCOUNT=10000 (a thirtieth of the default spin).
 
 - `train step`: a plain SmolLM2 training step alone (batch 8 x 80 tokens, bf16 autocast where the CPU has it; one

@@ -6,8 +6,8 @@ problems carved from the training fold, the same for every model) is measured ev
 each epoch's end, the saved model is the one of lowest validation loss (the evaluator's: of best exact parse
 accuracy on the slice, `train.evaluator.checkpoint_by`), and `patience` evaluations without improvement stop the
 run (`epochs` stays the cap). A killed run resumes from its state in checkpoints/
-(FoldPaths.resume_dir), deleted once the model is saved. Curves: MLflow `train_loss` / `val_loss` (/ `val_score`) by step and
-plots/train (step,train_loss,val_loss); metrics by the names every trainer shares (mwpgen/training_metrics.py).
+(FoldPaths.resume_dir), deleted once the model is saved. Curves: MLflow `train_loss` / `val_loss` (/ `val_score`) by
+step and plots/train (step,train_loss,val_loss); metrics by the names every trainer shares (mwpgen/training_metrics.py).
 """
 
 from __future__ import annotations

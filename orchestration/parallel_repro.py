@@ -15,9 +15,9 @@ stages downstream of them, which may become stale as those run. Everything else 
 What it depends on, written against DVC 3.67 (pinned in pyproject.toml): `dvc.repo.reproduce`'s `collect_stages`,
 `get_active_graph` and `plan_repro` (module functions, not DVC's documented API), `Stage.changed()` and `addressing`,
 and the command line's `--wait-for-lock` and "Running stage '" line. If a DVC release renames one of these, `plan`
-fails at the pipeline's start (tests/pipeline/test_parallel_repro.py checks the plan against `dvc repro`'s own choices) and
-`--jobs 1` does not help: pin DVC back or replace the plan with `dvc repro`. What it pays: a smoke run two stages
-at a time took 4 min 1 s against 5 min 54 s one at a time (a fresh-clone pair on a 2-core Intel Xeon,
+fails at the pipeline's start (tests/pipeline/test_parallel_repro.py checks the plan against `dvc repro`'s own choices)
+and `--jobs 1` does not help: pin DVC back or replace the plan with `dvc repro`. What it pays: a smoke run two stages at
+a time took 4 min 1 s against 5 min 54 s one at a time (a fresh-clone pair on a 2-core Intel Xeon,
 studies/stage_overhead).
 """
 

@@ -84,7 +84,8 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
             log.info("%d stages up to date after all: %s", len(outcome.unchanged), ", ".join(outcome.unchanged))
         log.info("pipeline wall time %.1f s; stage wall and CPU times (s; CPU: DVC's and the stage's):\n%s", wall,
                  "\n".join(f"  {k:40s} {v:8.1f} {outcome.cpu_seconds[k]:8.1f}" for k, v in outcome.seconds.items()))
-        # MLflow metric names may not contain "@" (DVC's matrix stage names do): train_generator@gpt-arithmetic-0 -> train_generator:gpt-...
+        # MLflow metric names may not contain "@" (DVC's matrix stage names do): train_generator@gpt-arithmetic-0 ->
+        # train_generator:gpt-...
         run.metrics({"wall_s": wall, **{f"stage_{what}.{k.replace('@', ':')}": v
                                         for what, times in (("wall_s", outcome.seconds), ("cpu_s", outcome.cpu_seconds))
                                         for k, v in times.items()}})

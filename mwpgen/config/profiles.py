@@ -87,7 +87,8 @@ def apply_profile(params_path: str | os.PathLike, profile_path: str | os.PathLik
         _merge_keeping_layout(doc, profile)
         buf = io.StringIO()
         round_trip.dump(doc, buf)
-        if parse_yaml(buf.getvalue(), str(params_path)) != raw:  # the round trip must write exactly the validated values
+        # the round trip must write exactly the validated values
+        if parse_yaml(buf.getvalue(), str(params_path)) != raw:
             raise ParamsError(f"{params_path}: could not apply {profile_path.name} without changing other values")
         tmp = params_path.with_name(f".{params_path.name}.tmp-{os.getpid()}")
         tmp.write_text(buf.getvalue(), encoding="utf-8")

@@ -321,9 +321,9 @@ def evaluate_generations(hypotheses: Sequence[str], references: Sequence[str], *
     `scorer` is passed (e.g. one per cross-validation run): then its JVM is reused and left running.
 
     Always: ``bleu4, meteor, rouge_l`` and ``dist{dist_n}`` (on the raw hypotheses). With both equation lists:
-    ``acc_eq`` (canonical form) and ``acc_eq_equivalent`` (symbolically the input equation). With `training_texts`: ``novelty``, ``n_novel`` and, with equations too, ``acc_eq_novel``.
-    ``timings_s`` has the :meth:`TextScorer.score` steps plus ``meteor_close``, ``acc_eq``, ``novelty``,
-    ``dist_n`` and ``total`` (wall time of this call).
+    ``acc_eq`` (canonical form) and ``acc_eq_equivalent`` (symbolically the input equation). With `training_texts`:
+    ``novelty``, ``n_novel`` and, with equations too, ``acc_eq_novel``. ``timings_s`` has the :meth:`TextScorer.score`
+    steps plus ``meteor_close``, ``acc_eq``, ``novelty``, ``dist_n`` and ``total`` (wall time of this call).
     """
     t0 = time.perf_counter()
     if (predicted_equations is None) != (reference_equations is None):

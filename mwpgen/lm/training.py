@@ -24,10 +24,10 @@ states, step, the best weights so far and their loss, the patience count, the to
 validation histories and the open log window -- is written atomically to `resume_dir/state.pt` (plain tensors
 and containers: `torch.load(weights_only=True)` reads it, a state file can never run code). Step s's batch is a
 pure function of (seed, epoch, position), so a killed run restarted with the same arguments resumes from the
-last state and, on the same machine, ends bit-for-bit where the uninterrupted run would (tests/unit/test_lm_training.py).
-The state carries a fingerprint of the settings, the data and the model; a state written by another
-configuration is refused by name (ResumeMismatch), never silently resumed. It is deleted when the run finishes
-(after the final model is saved to `checkpoint_dir`).
+last state and, on the same machine, ends bit-for-bit where the uninterrupted run would
+(tests/unit/test_lm_training.py). The state carries a fingerprint of the settings, the data and the model; a state
+written by another configuration is refused by name (ResumeMismatch), never silently resumed. It is deleted when the run
+finishes (after the final model is saved to `checkpoint_dir`).
 """
 
 from __future__ import annotations

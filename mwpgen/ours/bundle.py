@@ -8,8 +8,8 @@ Bundle folder (written atomically):
                            trained with L_eq; absent otherwise (and in bundles written before it was kept)
     ours.json              the switches it was trained with (context source, threshold, ...)
 The co-trained mwp2eq is kept so that `mwpgen generate --verify` can check a problem before showing it (it
-parses each candidate back into an equation, mwpgen/generate/service.py). It never scores anything: ACC-eq is judged by the
-independent evaluator only.
+parses each candidate back into an equation, mwpgen/generate/service.py). It never scores anything: ACC-eq is judged by
+the independent evaluator only.
 
 Inference context. Inference builds the generator's input as training does (inputs.prompt_embeddings): the
 context slot of `context_tokens` embeddings holds the words with the deterministic c = 1{q > threshold} (the

@@ -55,7 +55,8 @@ def train_and_save(cfg: OursTrainParams, examples: Callable[[int, int], Sequence
     """Build ours, warm-start its selector on `selector_keywords` (each training example's TF-IDF keywords; with
     selector_init = keywords), train both phases (resuming from `resume_dir`; training.py chooses each component's
     checkpoint on `validation`; the co-trained mwp2eq reaches `mwp2eq_target` first, training.py), save the bundle
-    (with the co-trained mwp2eq, when there is one, for verified generation); the finished bundle supersedes the resume state, which is deleted."""
+    (with the co-trained mwp2eq, when there is one, for verified generation); the finished bundle supersedes the resume
+    state, which is deleted."""
     models = build_models(cfg, model_id, device=device, seed=seed, mixed_precision=mixed_precision,
                           evaluator_dir=evaluator_dir)
     warm_start = None

@@ -6,9 +6,9 @@ minutes per epoch of each model, measured on a few optimizer steps of the real e
 Library only (no Prefect, MLflow or DVC), so it runs on a bare GPU machine as well as here. For each model it
 builds the stage's own training examples from the whole training fold (no subsample; the validation slice held
 out as the stages hold it out) with params.yaml's settings: the evaluator's (flows/train_evaluator.py), GPT's and
-GPT-pre's (flows/train_generator.py: the fold's noun keywords with dropout; GPT from random weights), ours' (flows/train_ours.py:
-the selector's keyword warm start, then phase 1 and phase 2). It runs `--warmup` + `--steps` optimizer steps of
-each and extrapolates:
+GPT-pre's (flows/train_generator.py: the fold's noun keywords with dropout; GPT from random weights), ours'
+(flows/train_ours.py: the selector's keyword warm start, then phase 1 and phase 2). It runs `--warmup` + `--steps`
+optimizer steps of each and extrapolates:
 
     minutes per epoch = mean step time after the warm-up steps x steps per epoch
     the default schedule = epochs (params.yaml's caps) x minutes per epoch

@@ -1,17 +1,18 @@
 """Issue 14's GPU check: the default profile's evaluator, GPT-pre and ours trained on one CUDA machine with the
-settings of params.yaml, their test problems generated and parsed as the `train_evaluator`, `train_generator`, `train_ours` and `generate`
-stages do; then, back on the CPU machine, scored as the `evaluate` stage does and written as tables.
+settings of params.yaml, their test problems generated and parsed as the `train_evaluator`, `train_generator`,
+`train_ours` and `generate` stages do; then, back on the CPU machine, scored as the `evaluate` stage does and written as
+tables.
 
     python -m studies.gpu.gpu_default_profile train --out $OUT                   # on the GPU machine
     python -m studies.gpu.gpu_default_profile score studies/gpu/default-profile    # here, afterwards
 
 `train` uses `mwpgen` only (no Prefect, MLflow or DVC), so it runs on a bare GPU machine with torch and
-transformers. It follows flows/train_evaluator.py and flows/train_generator.py (evaluator, chosen by its validation parse accuracy; GPT-pre with the
-fold's noun keywords), flows/train_ours.py and flows/generate.py step for step, with the same params, data, fold,
-validation slice and seed; only the trackers are missing. The trained models stay on that machine: what comes back
-is each generator's generations table, the GPU evaluator's parses of them and of the real test problems, and
-summary.json (timings, validation curves, device). The summary is rewritten after every model, so a run cut short
-still returns what it finished.
+transformers. It follows flows/train_evaluator.py and flows/train_generator.py (evaluator, chosen by its validation
+parse accuracy; GPT-pre with the fold's noun keywords), flows/train_ours.py and flows/generate.py step for step, with
+the same params, data, fold, validation slice and seed; only the trackers are missing. The trained models stay on that
+machine: what comes back is each generator's generations table, the GPU evaluator's parses of them and of the real test
+problems, and summary.json (timings, validation curves, device). The summary is rewritten after every model, so a run
+cut short still returns what it finished.
 
 `score` computes BLEU-4 / METEOR / ROUGE-L / novelty / Dist-3 (pycocoevalcap needs Java, so here, not there),
 ACC-eq (exact and equivalent) twice — by the GPU-trained evaluator's parses and by this machine's default-run
@@ -122,8 +123,8 @@ def train(args) -> None:
     evaluator_dir = models / "evaluator"
 
     def train_evaluator():
-        """1. The evaluator (flows/train_evaluator.py, model evaluator): its checkpoint is the one of best validation parse
-        accuracy. Returns that accuracy (ours' gate target, as flows/train_ours.py reads it) and its parser."""
+        """1. The evaluator (flows/train_evaluator.py, model evaluator): its checkpoint is the one of best validation
+        parse accuracy. Returns that accuracy (ours' gate target, as flows/train_ours.py reads it) and its parser."""
         start = time.time()
         cfg = params.train.evaluator
         val_problems, val_refs = [r["text"] for r in data.validation], [r["equation"] for r in data.validation]
@@ -175,7 +176,8 @@ def train(args) -> None:
         stage(model, result, start, generate_s=round(gen_s, 1), gpu_evaluator_acc_eq=acc_eq(parses, references),
               gpu_evaluator_acc_eq_equivalent=acc_eq(parses, references, equivalent_too=True), **extra)
 
-    # 2. GPT-pre (flows/train_generator.py): the fold's noun keywords with dropout per epoch; validation without dropout.
+    # 2. GPT-pre (flows/train_generator.py): the fold's noun keywords with dropout per epoch; validation without
+    # dropout.
     if "gpt_pre" in args.generators:
         start = time.time()
         cfg = params.train.generator

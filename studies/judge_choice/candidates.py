@@ -1,4 +1,5 @@
-"""Judge candidates compared in this study (not the product's judge, mwpgen/judge/rule.py): p(a generated problem encodes its equation), from features a parser and a reader can measure.
+"""Judge candidates compared in this study (not the product's judge, mwpgen/judge/rule.py): p(a generated problem
+encodes its equation), from features a parser and a reader can measure.
 
 The evaluator's greedy parse (ACC-eq's verdict) is one bit; a judge that can be trusted needs more of what the
 parser knows and of what a reader checks first:

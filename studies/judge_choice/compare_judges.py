@@ -57,8 +57,8 @@ WITH_CLASSIFIER = {  # candidates that read the consistency classifier (--classi
 
 
 # --second-parser: a second, independently trained parser (studies/judge_choice/gpu_second_parser.py). Its candidates
-# are rules and fits above, read over features merged from both parsers: the second parser's own, or "both" (each greedy parse is
-# E, and the lower of the two margins: both parsers must believe E).
+# are rules and fits above, read over features merged from both parsers: the second parser's own, or "both" (each greedy
+# parse is E, and the lower of the two margins: both parsers must believe E).
 MERGES = {
     "second parser": lambda f, s: dataclasses.replace(f, margin=s.margin, logp_per_token=s.logp_per_token,
                                                       exact=s.exact, equivalent=s.equivalent),

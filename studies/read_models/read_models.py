@@ -18,10 +18,10 @@ of test problems: `build --models ours --out data/labels/read_models/ours`); `sc
 
 `build` draws `--n` test problems of a fold by a seeded draw, takes each model's generated problem for them from the
 generate stage (results/generations/<model>/<dataset>/fold<k>.csv), and makes one blind reading set of them all
-(studies/reading/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were written
-for TEST equations: they only measure. The sets live in data/labels/read_models/<set> (the judge's measure_judge stage
-reads them, and a stage reads labels from data/ only), with the reports that compare them where `--report` put each:
-data/labels/read_models/<set>/reading.md, <set>/vs_*/ and <set>/cross/; only GPT-pre against ours is
+(studies/reading/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were
+written for TEST equations: they only measure. The sets live in data/labels/read_models/<set> (the judge's measure_judge
+stage reads them, and a stage reads labels from data/ only), with the reports that compare them where `--report` put
+each: data/labels/read_models/<set>/reading.md, <set>/vs_*/ and <set>/cross/; only GPT-pre against ours is
 studies/read_models/reading.md. `build` and `cross-build` refuse a folder that already holds readings (labels_*.csv).
 
 `score` reports each model's share read right, the difference of every later model from the first with a paired

@@ -9,10 +9,10 @@ fold, read blind. Test equations never enter it (they only measure: data/labels/
 
 `draw` takes a seeded draw of `--n` equations of the split, weighted by shape (SHAPE_WEIGHT: the shapes where right
 problems are rare, subtraction, division and two operators, are drawn twice as often; `--shapes` keeps only some),
-and for each writes the greedy problem and `--k` top-p samples at each `--temperature` (the service's setting is T = 1, top-p 0.9; lower
-temperatures give more right problems, so right and wrong both occur). Ours decodes as `mwpgen generate` does
-(mwpgen.generate.service: the selector's context, the same prompt and decoding); GPT-pre as the generate stage
-does (the heuristic keywords of the problem as context). Every candidate is kept with its source
+and for each writes the greedy problem and `--k` top-p samples at each `--temperature` (the service's setting is T = 1,
+top-p 0.9; lower temperatures give more right problems, so right and wrong both occur). Ours decodes as `mwpgen
+generate` does (mwpgen.generate.service: the selector's context, the same prompt and decoding); GPT-pre as the generate
+stage does (the heuristic keywords of the problem as context). Every candidate is kept with its source
 (<out>/candidates/<model>_<split>.csv); nothing a judge computes is stored, so reading stays blind.
 
 `build` puts every distinct (equation, problem) of every candidates file into one shuffled set (problems.csv:

@@ -1,5 +1,5 @@
-"""Blind reading of the problems verified generation shows (studies/verify_k/verify_k.py): how often is a shown problem right,
-and how often is "verified: yes" right, per K?
+"""Blind reading of the problems verified generation shows (studies/verify_k/verify_k.py): how often is a shown problem
+right, and how often is "verified: yes" right, per K?
 
     python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # data/labels/verify_judge/
     python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # its reading.{json,md}

@@ -9,17 +9,18 @@ hold a right problem, and which ranking puts one first?
 
 `sample` draws `--n` equations (seeded) of the fold's validation slice or test fold, and for each samples K top-p
 candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.generate.service: the same prompt,
-seeds and decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict
-(mwpgen.judge.rule.judged) and its log p(equation) per token (the service's rank), the generator's mean token
-log-likelihood, and the fold's independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
+seeds and decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in
+sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict (mwpgen.judge.rule.judged) and
+its log p(equation) per token (the service's rank), the generator's mean token log-likelihood, and the fold's
+independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
 
-`build` makes one blind reading set (studies/reading/blind_reading.py) of both splits' candidates, shuffled together: readers
-see equation and problem only. It lives in `--reading` (default data/labels/verify_pools: the judge's stages read
-its validation pools to choose and its test pools to measure, and a stage reads labels from data/ only). `score` reports per split and pool (each temperature's, and each with the greedy
-problem as its first candidate): the share of candidates read right, the share of pools whose first k candidates hold
-a right one (what a perfect judge could show at K = k), and for every ranking the share of shown problems read right
-and the precision of its "verified". Validation pools choose a ranking; test pools only
-measure it (data/labels/evaluator/README.md).
+`build` makes one blind reading set (studies/reading/blind_reading.py) of both splits' candidates, shuffled together:
+readers see equation and problem only. It lives in `--reading` (default data/labels/verify_pools: the judge's stages
+read its validation pools to choose and its test pools to measure, and a stage reads labels from data/ only). `score`
+reports per split and pool (each temperature's, and each with the greedy problem as its first candidate): the share of
+candidates read right, the share of pools whose first k candidates hold a right one (what a perfect judge could show at
+K = k), and for every ranking the share of shown problems read right and the precision of its "verified". Validation
+pools choose a ranking; test pools only measure it (data/labels/evaluator/README.md).
 """
 
 from __future__ import annotations

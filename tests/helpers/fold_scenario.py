@@ -1,7 +1,7 @@
-"""The many-machines setup on one machine, for tests/pipeline/test_folds.py and benchmarks/bench_folds.py: a scratch project
-(synthetic Arithmetic data, a tiny model, two folds) committed to git, a local-folder DVC remote, a process work
-pool with the `mwpgen-fold` deployment, and N Prefect workers, each in its own clone. Needs a running Prefect
-server (PREFECT_API_URL)."""
+"""The many-machines setup on one machine, for tests/pipeline/test_folds.py and benchmarks/bench_folds.py: a scratch
+project (synthetic Arithmetic data, a tiny model, two folds) committed to git, a local-folder DVC remote, a process work
+pool with the `mwpgen-fold` deployment, and N Prefect workers, each in its own clone. Needs a running Prefect server
+(PREFECT_API_URL)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Data-parallel training (mwpgen/lm/distributed.py): 2 CPU processes over gloo train the tiny model exactly like one
 process at grad_accum 2 (same global batch), and the ranks' shares of the data add up to the single process's steps.
 
-Also the worker: `python -m torch.distributed.run --nproc_per_node 2 tests/pipeline/test_distributed.py MODEL_DIR OUT_DIR KILL_AT`.
+Also the worker: `python -m torch.distributed.run --nproc_per_node 2 tests/pipeline/test_distributed.py MODEL_DIR
+OUT_DIR KILL_AT`.
 """
 
 from __future__ import annotations

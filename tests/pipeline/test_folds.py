@@ -24,8 +24,9 @@ KILLED_FOLD = 1
 
 
 def fold_flow_runs(api_url: str, fold: int) -> list:
-    """The fold runs of `fold` (orchestration/fan_out.py tags them; the stage flows they start are not tagged). The server is
-    named explicitly: Prefect's settings were read when an earlier test imported it, before this server existed."""
+    """The fold runs of `fold` (orchestration/fan_out.py tags them; the stage flows they start are not tagged). The
+    server is named explicitly: Prefect's settings were read when an earlier test imported it, before this server
+    existed."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
     from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -127,7 +128,8 @@ def test_the_killed_fold_was_retried_and_completed(fanned_out):
     assert "CRASHED" in states and "COMPLETED" in states, states
     killed_id = fanned_out["killed"][0][0]
     assert next(r for r in runs if str(r.id) == killed_id).state_type.value == "CRASHED"
-    assert [r.state_type.value for r in fold_flow_runs(fanned_out["api"], 0)] == ["COMPLETED"]  # the other fold ran once
+    # the other fold ran once
+    assert [r.state_type.value for r in fold_flow_runs(fanned_out["api"], 0)] == ["COMPLETED"]
 
 
 @pytest.mark.slow
@@ -153,9 +155,9 @@ def test_a_fresh_clone_pulls_the_results_and_has_nothing_to_reproduce(fanned_out
 
 
 def test_a_fold_that_keeps_failing_is_named_and_the_others_are_kept(tmp_path, monkeypatch, prefect_api):
-    """orchestration.fan_out with a fold that fails after its retries: the error names it, the other fold's lock entries and
-    uncached outputs are merged and pulled here, and no report runs (its inputs are incomplete). The flow runs in
-    this process, against the session's server (`prefect_api`), not a temporary one of its own."""
+    """orchestration.fan_out with a fold that fails after its retries: the error names it, the other fold's lock
+    entries and uncached outputs are merged and pulled here, and no report runs (its inputs are incomplete). The flow
+    runs in this process, against the session's server (`prefect_api`), not a temporary one of its own."""
     import yaml
     from prefect import task
 

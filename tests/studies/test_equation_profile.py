@@ -1,4 +1,5 @@
-"""studies/equation_profile/equation_profile.py: an equation's operators, problem numbers, constants and bracket depth."""
+"""studies/equation_profile/equation_profile.py: an equation's operators, problem numbers, constants and bracket
+depth."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""studies/judge_choice/gpu_second_parser.py on a tiny model: the second parser trains on the other datasets' training folds with
-every Arithmetic text removed, and writes the judge's features of every labelled problem and its Arithmetic parse
-accuracy."""
+"""studies/judge_choice/gpu_second_parser.py on a tiny model: the second parser trains on the other datasets' training
+folds with every Arithmetic text removed, and writes the judge's features of every labelled problem and its Arithmetic
+parse accuracy."""
 
 from __future__ import annotations
 

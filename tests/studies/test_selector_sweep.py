@@ -1,6 +1,6 @@
-"""studies.selector_sweep.selector_sweep, the seed check that studies/selector_sweep/tracked_sweep.py tracks and that runs alone on a machine with
-neither Prefect nor MLflow: one row per (setting, seed), the table rewritten after each row, and a setting chosen
-only when it holds on every seed."""
+"""studies.selector_sweep.selector_sweep, the seed check that studies/selector_sweep/tracked_sweep.py tracks and that
+runs alone on a machine with neither Prefect nor MLflow: one row per (setting, seed), the table rewritten after each
+row, and a setting chosen only when it holds on every seed."""
 
 from __future__ import annotations
 

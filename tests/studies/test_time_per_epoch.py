@@ -1,5 +1,6 @@
-"""studies/full_size/time_per_epoch.py (issue 26's full-size estimate) on a tiny model and the scratch Arithmetic fold: every
-model's steps are timed on the whole training fold and extrapolated to an epoch and to params.yaml's epoch caps."""
+"""studies/full_size/time_per_epoch.py (issue 26's full-size estimate) on a tiny model and the scratch Arithmetic fold:
+every model's steps are timed on the whole training fold and extrapolated to an epoch and to params.yaml's epoch
+caps."""
 
 from __future__ import annotations
 

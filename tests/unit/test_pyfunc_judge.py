@@ -83,7 +83,8 @@ def test_a_model_logged_without_a_judge_keeps_the_rule(logged):
         "judge"] == "rule"
     folder = mlflow.artifacts.download_artifacts(info["model_uri"])
     assert packaged_judge(folder) is None and not (Path(folder) / "artifacts" / "judge").exists()
-    assert model_resolution.resolve_judge(None, info["model_uri"], Path(folder)) is None  # not the checkout's judge either
+    # not the checkout's judge either
+    assert model_resolution.resolve_judge(None, info["model_uri"], Path(folder)) is None
     model = mlflow.pyfunc.load_model(info["model_uri"])
     assert model.unwrap_python_model().service.judge is None
     out = model.predict(pd.DataFrame([REQUEST]))

@@ -1,6 +1,7 @@
 """Issue S2 ("hostile input, round two"), the served model: `params` sent beside the records and the `inputs` /
 `instances` JSON forms (item 13), a busy answer's class and retry advice (22). Without a server: `predict` is
-called with what the scoring server hands it (tests/pipeline/test_pyfunc_serve.py posts the same bodies to a real one)."""
+called with what the scoring server hands it (tests/pipeline/test_pyfunc_serve.py posts the same bodies to a real
+one)."""
 
 from __future__ import annotations
 
