@@ -59,7 +59,9 @@ def main() -> None:
     spec = str(tiny_model_dir(Path(tmp.name) / "tiny", prompts)) if args.model == "tiny" else args.model
     load_s, (model, tok) = timed(lambda: load_model_and_tokenizer(spec, args.cache_dir))
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"model {args.model}: {n_params / 1e6:.1f}M params, loaded in {load_s:.1f}s; threads {torch.get_num_threads()}")
+    print(
+        f"model {args.model}: {n_params / 1e6:.1f}M params, loaded in {load_s:.1f}s; threads {torch.get_num_threads()}"
+    )
     kw = dict(decoding=args.decoding, max_new_tokens=args.max_new_tokens, seed=0)
     generate_texts(model, tok, prompts[:2], batch_size=2, **{**kw, "max_new_tokens": 4})  # warm-up
 

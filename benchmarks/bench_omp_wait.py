@@ -91,8 +91,17 @@ def main() -> None:
         return
     base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     arms = {name: {**base, **extra} for name, extra in ARMS.items() if not args.arms or name in args.arms}
-    cmd = [sys.executable, "-m", "benchmarks.bench_omp_wait", str(args.evaluator), "--child", "--steps", str(args.steps),
-           "--n", str(args.n)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_omp_wait",
+        str(args.evaluator),
+        "--child",
+        "--steps",
+        str(args.steps),
+        "--n",
+        str(args.n),
+    ]
     runs = run_arms(cmd, arms, args.rounds)
     print(f"CPU: {cpu_name()}, {os.cpu_count()} CPUs, torch threads: torch's default; {args.rounds} processes per arm, "
           f"interleaved; seconds (median over processes and steps)")

@@ -157,10 +157,13 @@ def main() -> None:
         spec = DEFAULT_MODEL if args.model == "smollm2-135m" else args.model
     model, _ = load_model_and_tokenizer(spec, args.cache_dir, device=device)
     n_params, n_mm = sum(p.numel() for p in model.parameters()), matmul_params(model)
-    print(f"model {args.model}: {n_params:,} params ({n_mm:,} matmul); {device}, "
-          f"{torch.get_num_threads()} threads; torch {torch.__version__}; {platform.processor() or platform.machine()}; "
-          f"native CPU bf16: {cpu_supports_bf16()}; mixed_precision=true trains in "
-          f"{autocast_dtype(device, True) or 'fp32'}", flush=True)
+    print(
+        f"model {args.model}: {n_params:,} params ({n_mm:,} matmul); {device}, "
+        f"{torch.get_num_threads()} threads; torch {torch.__version__}; {platform.processor() or platform.machine()}; "
+        f"native CPU bf16: {cpu_supports_bf16()}; mixed_precision=true trains in "
+        f"{autocast_dtype(device, True) or 'fp32'}",
+        flush=True,
+    )
 
     times = time_steps(model, device, args)
     del model
@@ -198,11 +201,14 @@ def main() -> None:
             print(f"{i:4d}  {x:9.4f}  {y:9.4f}  {abs(x - y):.4f}")
         print("val: " + "  ".join(f"step {s}: {x:.4f} / {y:.4f}" for (s, x), (_, y)
                                    in zip(curves["val_loss"]["fp32"], curves["val_loss"]["bf16"])))
-        print(f"train loss |fp32 - bf16|: step 1 (same weights) {curves['first_step_abs_diff']:.4f}; max "
-              f"{curves['max_abs_diff_train']:.4f} (max relative {curves['max_rel_diff_train']:.2%}), mean "
-              f"{curves['mean_abs_diff_train']:.4f}; of 5-step means max {curves['max_abs_diff_train_5_step_means']:.4f}; "
-              f"loss drop over the run fp32 {curves['loss_drop']['fp32']:.3f}, bf16 {curves['loss_drop']['bf16']:.3f}; "
-              f"val loss max |diff| {curves['max_abs_diff_val']:.4f}")
+        print(
+            f"train loss |fp32 - bf16|: step 1 (same weights) {curves['first_step_abs_diff']:.4f}; max "
+            f"{curves['max_abs_diff_train']:.4f} (max relative {curves['max_rel_diff_train']:.2%}), mean "
+            f"{curves['mean_abs_diff_train']:.4f}; of 5-step means max "
+            f"{curves['max_abs_diff_train_5_step_means']:.4f}; "
+            f"loss drop over the run fp32 {curves['loss_drop']['fp32']:.3f}, bf16 {curves['loss_drop']['bf16']:.3f}; "
+            f"val loss max |diff| {curves['max_abs_diff_val']:.4f}"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

@@ -33,7 +33,9 @@ def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
         cli.add_argument("--variant", required=True, choices=variants,
                          help="a Table 4 ablation variant (mwpgen/ours/ablation.py)")
     if methods:
-        cli.add_argument("--method", required=True, choices=methods, help="how ours is tuned on readings (mwpgen/tuning.py)")
+        cli.add_argument(
+            "--method", required=True, choices=methods, help="how ours is tuned on readings (mwpgen/tuning.py)"
+        )
     if dataset:
         cli.add_argument("--dataset", required=True, choices=DATASETS)
     if fold:

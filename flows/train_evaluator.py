@@ -30,8 +30,8 @@ MODEL = registry.EVALUATOR.name
 
 def evaluator_training_data(params: Params, dataset: str, fold: int) -> TrainingData:
     exp = params.experiment
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, MODEL, dataset), exp.max_test_of(dataset), exp.seed,
-                     validation_size=exp.validation_size)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, MODEL, dataset), exp.max_test_of(dataset),
+                     exp.seed, validation_size=exp.validation_size)
     cfg = params.train.evaluator
     by_parses = cfg.checkpoint_by == "parse_accuracy" and data.validation
     val_score = validation_parse_accuracy(data.validation, params.generate.batch_size) if by_parses else None

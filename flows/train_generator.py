@@ -19,8 +19,8 @@ from tracking.runs import fold_run
 
 def generator_training_data(params: Params, model: str, dataset: str, fold: int) -> TrainingData:
     exp = params.experiment
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset), exp.seed,
-                     validation_size=exp.validation_size)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset),
+                     exp.seed, validation_size=exp.validation_size)
     keywords = fold_keywords(fold_paths(model, dataset, fold), params.keywords.baseline_context, "train")
     examples = generator_epochs(data.train, keywords, p=params.keywords.dropout, seed=exp.seed)
     # Validation examples are built once, with every keyword in its order: no dropout, no permutation.

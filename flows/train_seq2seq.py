@@ -39,8 +39,8 @@ from tracking.runs import fold_run
 def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
     exp, cfg = params.experiment, params.train.seq2seq
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset), exp.seed,
-                     validation_size=exp.validation_size)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset),
+                     exp.seed, validation_size=exp.validation_size)
     paths = fold_paths(model, dataset, fold)
     checkpoint, out = paths.model_dir, paths.train_metrics
     context = params.keywords.baseline_context

@@ -79,7 +79,9 @@ def preference_pairs(readings: Sequence[dict], per_group: int, seed: int) -> lis
     return pairs
 
 
-def rft_examples(readings: Sequence[dict], training: Sequence[JointExample], mix: float, seed: int) -> list[JointExample]:
+def rft_examples(
+    readings: Sequence[dict], training: Sequence[JointExample], mix: float, seed: int
+) -> list[JointExample]:
     """The read-right candidates, and `mix` training problems per candidate (seeded draw, with replacement when
     there are fewer)."""
     right = [JointExample(r["equation"], r["generated"], tuple(r["context"].split()))

@@ -143,9 +143,12 @@ def main() -> None:
     cli.add_argument("--verbose", action="store_true",
                      help="echo every line the stages print (Prefect's run states, DVC's hints, progress bars)")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
-    cli.add_argument("--no-commit", action="store_true",
-                     help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
-                          "a first look whose models are thrown away; `dvc commit` caches them later")
+    cli.add_argument(
+        "--no-commit",
+        action="store_true",
+        help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
+        "a first look whose models are thrown away; `dvc commit` caches them later",
+    )
     args = cli.parse_args()
     if args.jobs is not None and args.jobs < 1:
         cli.error(f"--jobs must be at least 1, not {args.jobs}")

@@ -36,13 +36,21 @@ from mwpgen.seq2seq.baseline import train_baseline  # noqa: E402 — after sys.p
 from tests.helpers.tiny_model import tiny_model_dir  # noqa: E402 — after sys.path gets the checkout
 
 STORIES = [
-    ("x = num1 - num2", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?", "shells beach"),
+    (
+        "x = num1 - num2",
+        "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",
+        "shells beach",
+    ),
     ("x = num1 * num2", "Tom has num1 boxes with num2 candies each . How many candies ?", "boxes candies"),
     ("x = num1 + num2", "A jar holds num1 marbles . Sam adds num2 marbles . How many now ?", "jar marbles"),
     ("x = num1 / num2", "Ann shares num1 apples among num2 friends . How many each ?", "apples friends"),
     ("x = num1 - num2", "A bus had num1 people . num2 got off . How many are on the bus ?", "bus people"),
     ("x = num1 + num2 + num3", "Kim read num1 pages , then num2 , then num3 . How many pages ?", "pages"),
-    ("x = ( num1 + num2 ) * num3", "Each of num3 bags has num1 red and num2 blue beads . How many beads ?", "bags beads"),
+    (
+        "x = ( num1 + num2 ) * num3",
+        "Each of num3 bags has num1 red and num2 blue beads . How many beads ?",
+        "bags beads",
+    ),
     ("x = num1 * num2 - num3", "A box has num1 rows of num2 eggs . num3 broke . How many are whole ?", "box eggs"),
 ]
 RECORDS = [{"id": str(i), "equation": e, "text": t} for i, (e, t, _) in enumerate(STORIES)]
@@ -110,8 +118,13 @@ def ours(model_dir: Path) -> None:
                           on_log=lambda r, logs=logs: logs.append({k: v for k, v in r.items() if k != "step_s"}))
         weights = "-".join(digest(m) for m in (gen, mwp2eq, selector) if m is not None)
         history = [{k: v for k, v in h.items() if k != "step_s"} for h in out["history"]]
-        report = {"val": out["validations"], "best_steps": out["best_steps"], "steps_run": out["steps_run"], "h": history,
-                  "log": logs}
+        report = {
+            "val": out["validations"],
+            "best_steps": out["best_steps"],
+            "steps_run": out["steps_run"],
+            "h": history,
+            "log": logs,
+        }
         print(f"ours-{context} weights {weights} report {digest(report)} steps_run {out['steps_run']} "
               f"best {out['best_steps']}")
 

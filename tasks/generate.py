@@ -27,7 +27,9 @@ def generate_lm(params: Params, checkpoint_dir: Path, prompts: list[str]) -> lis
 
 
 @task(cache_policy=NO_CACHE)
-def generate_ours(params: Params, bundle_dir: Path, examples: Sequence[JointExample]) -> tuple[list[str], list[list[str]]]:
+def generate_ours(
+    params: Params, bundle_dir: Path, examples: Sequence[JointExample]
+) -> tuple[list[str], list[list[str]]]:
     generator, tokenizer, selector, settings = load_bundle(bundle_dir, resolve_device(params.train.device))
     g = params.generate
     return generate_with_context(generator, tokenizer, selector, examples, width=settings["context_tokens"],

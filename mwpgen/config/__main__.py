@@ -15,7 +15,9 @@ def describe_params() -> str:
         for name, f in field.annotation.model_fields.items():
             if isinstance(f.default, BaseModel):
                 out.append(f"  {name}:")
-                out += [f"    {n} = {g.default!r}  # {g.description or ''}" for n, g in type(f.default).model_fields.items()]
+                out += [
+                    f"    {n} = {g.default!r}  # {g.description or ''}" for n, g in type(f.default).model_fields.items()
+                ]
             else:
                 out.append(f"  {name} = {f.default!r}  # {f.description or ''}")
     return "\n".join(out)

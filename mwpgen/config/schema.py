@@ -43,7 +43,9 @@ class TranslateParams(Section):
     seed_from_reference: bool = Field(
         True, description="Seed the cache with the paper authors' reference English translation of Math23K."
     )
-    batch_size: int = Field(32, ge=1, le=1000, description="Texts per translator call; the cache is flushed after each.")
+    batch_size: int = Field(
+        32, ge=1, le=1000, description="Texts per translator call; the cache is flushed after each."
+    )
     timeout_s: float = Field(15.0, gt=0, le=600, description="Timeout of one translator call.")
     max_retries: int = Field(3, ge=0, le=20, description="Retries of a failed translator call before giving up.")
     backoff_s: float = Field(2.0, ge=0, le=600, description="First retry delay; doubles on each retry.")

@@ -44,7 +44,9 @@ def validation_slice(train: list[dict], n: int, seed: str) -> tuple[list[dict], 
     if not n:
         return [], list(train)
     if n >= len(train):
-        raise ValueError(f"validation_size = {n} leaves nothing to train on: the training fold has {len(train)} problems")
+        raise ValueError(
+            f"validation_size = {n} leaves nothing to train on: the training fold has {len(train)} problems"
+        )
     order = list(train)
     random.Random(seed).shuffle(order)
     chosen, texts = [], set()

@@ -91,7 +91,9 @@ def iter_json_values(path: str | os.PathLike, *, array: bool) -> Iterator[tuple[
                 raise _error_at(path, text, pos, "extra data after the array")
             return
         else:
-            raise _error_at(path, text, pos, "expected ',' or ']'" if pos < len(text) else "truncated: array not closed")
+            raise _error_at(
+                path, text, pos, "expected ',' or ']'" if pos < len(text) else "truncated: array not closed"
+            )
     if array:
         raise _error_at(path, text, pos, "truncated: array not closed")
 

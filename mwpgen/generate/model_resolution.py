@@ -71,25 +71,31 @@ def measured_cost(dataset: str, fold: int, model: str = "ours") -> str:
     if evaluator is None or ours is None or tuned is None:
         return ""
     tuning = f", then {tuned:.0f} min to tune it ({model})" if model != "ours" else ""
-    return (f" The committed run's training took {evaluator:.0f} min for the evaluator (ours trains its own parser up "
-            f"to the evaluator's parse accuracy) and {ours:.0f} min for ours{tuning} (timing/metrics/train/; README gives "
-            "the machine).")
+    return (
+        f" The committed run's training took {evaluator:.0f} min for the evaluator (ours trains its own parser up "
+        f"to the evaluator's parse accuracy) and {ours:.0f} min for ours{tuning} (timing/metrics/train/; README gives "
+        "the machine)."
+    )
 
 
 def no_model_help(path: Path, dataset: str, fold: int, model: str = "ours") -> str:
     """What to do when the default run's served model is not there: train it, pull it, or point --model elsewhere."""
-    stage = f"train_ours@{dataset}-{fold}" if model == "ours" else f"tune@{model.removeprefix('ours-')}-{dataset}-{fold}"
+    stage = (
+        f"train_ours@{dataset}-{fold}" if model == "ours" else f"tune@{model.removeprefix('ours-')}-{dataset}-{fold}"
+    )
     what = "ours" if model == "ours" else f"{model} (ours tuned on blind readings)"
-    return (f"no trained {what} model at {path} (the default run's served model, which `mwpgen generate` uses without "
-            "--model; params.yaml: serve.model). To get one:\n"
-            f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data, keyword, evaluator and ours "
-            f"stages it needs first; a CUDA GPU is used when there is one).{measured_cost(dataset, fold, model)} Or "
-            "the whole default run, every model and the report: `bash scripts/run.sh python -m orchestration.pipeline`;"
-            "\n"
-            f"  - or, if a DVC remote holds the default run (.dvc/config, docs/many_machines.md): "
-            f"`bash scripts/run.sh dvc pull {stage}`;\n"
-            "  - or use another model: --model with a bundle folder (e.g. models/ours/<dataset>/fold<k>, ours untuned), "
-            f"an MLflow run id, runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias).")
+    return (
+        f"no trained {what} model at {path} (the default run's served model, which `mwpgen generate` uses without "
+        "--model; params.yaml: serve.model). To get one:\n"
+        f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data, keyword, evaluator and ours "
+        f"stages it needs first; a CUDA GPU is used when there is one).{measured_cost(dataset, fold, model)} Or "
+        "the whole default run, every model and the report: `bash scripts/run.sh python -m orchestration.pipeline`;"
+        "\n"
+        f"  - or, if a DVC remote holds the default run (.dvc/config, docs/many_machines.md): "
+        f"`bash scripts/run.sh dvc pull {stage}`;\n"
+        "  - or use another model: --model with a bundle folder (e.g. models/ours/<dataset>/fold<k>, ours untuned), "
+        f"an MLflow run id, runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias)."
+    )
 
 
 def mlflow_uri(spec: str) -> str | None:
@@ -134,8 +140,11 @@ def checkout_model_store():
     except ModuleNotFoundError as e:
         if e.name not in ("tracking", "tracking.model_store"):
             raise
-        raise CliError(f"an MLflow --model needs the project's checkout (tracking/model_store.py), not found in "
-                       f"{PROJECT_ROOT}: install mwpgen editable from a clone (pip install -e .)", EXIT_FAILED) from None
+        raise CliError(
+            f"an MLflow --model needs the project's checkout (tracking/model_store.py), not found in "
+            f"{PROJECT_ROOT}: install mwpgen editable from a clone (pip install -e .)",
+            EXIT_FAILED,
+        ) from None
     return ModelStoreError, download_model
 
 

@@ -195,7 +195,9 @@ class Service:
                                   if self.judge is not None else "no learned judge was given")
                                + ", so it cannot check its problems; drop verify")
         width = self.settings["context_tokens"]
-        n = sum(len(w) for w in encode_joint(self.tokenizer, JointExample(request.equation, "", request.context)).keywords)
+        n = sum(
+            len(w) for w in encode_joint(self.tokenizer, JointExample(request.equation, "", request.context)).keywords
+        )
         if n > width:
             raise RequestError("context", f"the keywords take {n} tokens and this model reads at most {width}; "
                                "give fewer or shorter keywords")

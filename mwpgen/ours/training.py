@@ -176,7 +176,9 @@ def train_joint(
     (parser_gate's record, or None)."""
     get = examples if callable(examples) else (lambda _p, _e: examples)
     s1, s2 = phase_steps(cfg, len(get(1, 0)))
-    fingerprint = run_fingerprint(cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout, "batching": "length_grouped"})
+    fingerprint = run_fingerprint(
+        cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout, "batching": "length_grouped"}
+    )
     torch.manual_seed(seed)
     random.seed(seed)
     optimizers = make_optimizers(models, lr=cfg.lr, selector_lr=cfg.selector_lr or cfg.lr)

@@ -107,9 +107,11 @@ def evaluator_rows(evaluator, tokenizer, splits: dict[str, list[dict]], num_beam
         start = time.perf_counter()
         beams = parse_beams(evaluator, tokenizer, problems, num_beams, batch_size, device)
         beam_s = time.perf_counter() - start
-        for name, parsed, seconds in (("greedy", greedy, greedy_s), (f"beam-{num_beams}", [b[0] for b in beams], beam_s),
-                                      (f"beam-{num_beams}, first valid",
-                                       [first_valid(b, p) for b, p in zip(beams, problems)], beam_s)):
+        for name, parsed, seconds in (
+            ("greedy", greedy, greedy_s),
+            (f"beam-{num_beams}", [b[0] for b in beams], beam_s),
+            (f"beam-{num_beams}, first valid", [first_valid(b, p) for b, p in zip(beams, problems)], beam_s),
+        ):
             rows.append({"split": split, "n": len(records), "parse": name, "acc_eq": acc_eq(parsed, references),
                          "acc_eq_equivalent": acc_eq(parsed, references, equivalent_too=True),
                          "s_per_problem": seconds / len(records)})

@@ -63,7 +63,9 @@ def main() -> None:
     ap.add_argument("--fold", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20, help="timed optimizer steps per model (per phase for ours)")
     ap.add_argument("--warmup", type=int, default=3, help="steps run before the timed ones")
-    ap.add_argument("--generate", type=int, default=64, help="test problems generated and parsed for the per-problem time")
+    ap.add_argument(
+        "--generate", type=int, default=64, help="test problems generated and parsed for the per-problem time"
+    )
     ap.add_argument("--models", nargs="+", default=["evaluator", "gpt", "gpt_pre", "ours"],
                     choices=["evaluator", "gpt", "gpt_pre", "ours"])
     ap.add_argument("--out", type=Path, required=True)
@@ -76,10 +78,20 @@ def main() -> None:
     keywords = {r["id"]: r for r in read_jsonl(args.data / "keywords" / args.dataset / f"fold{args.fold}.jsonl")}
     noun = {i: r[params.keywords.baseline_context] for i, r in keywords.items()}
     cpu = platform.processor() or platform.machine()
-    summary = {"dataset": args.dataset, "fold": args.fold, "n_train": len(data.train), "n_validation": len(data.validation),
-               "n_test": len(data.test), "device": torch.cuda.get_device_name() if device == "cuda" else cpu,
-               "torch": torch.__version__, "model": train.model, "steps": args.steps, "warmup": args.warmup,
-               "left_out": "validation passes, checkpoint writes, early stopping", "models": {}}
+    summary = {
+        "dataset": args.dataset,
+        "fold": args.fold,
+        "n_train": len(data.train),
+        "n_validation": len(data.validation),
+        "n_test": len(data.test),
+        "device": torch.cuda.get_device_name() if device == "cuda" else cpu,
+        "torch": torch.__version__,
+        "model": train.model,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "left_out": "validation passes, checkpoint writes, early stopping",
+        "models": {},
+    }
     args.out.mkdir(parents=True, exist_ok=True)
 
     def record(name: str, row: dict) -> None:

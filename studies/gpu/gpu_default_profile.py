@@ -221,11 +221,20 @@ def train(args) -> None:
             seed=exp.seed)
         steps = result["history"]
         phase_s = {p: round(sum(h["step_s"] for h in steps if h["phase"] == p), 1) for p in (1, 2)}
-        record_generations("ours", generated, contexts, gen_start,
-                           {"steps": sum(result["steps_run"]), "val": result["validations"]}, train_s=round(train_s, 1),
-                           phase_steps=list(result["steps_run"]), scheduled_steps=list(result["scheduled_steps"]), phase_step_s_total=phase_s,
-                           best_steps=result["best_steps"], mwp2eq_gate=result.get("mwp2eq_gate"),
-                           mwp2eq_val_accuracy=result.get("mwp2eq_val_accuracy"))
+        record_generations(
+            "ours",
+            generated,
+            contexts,
+            gen_start,
+            {"steps": sum(result["steps_run"]), "val": result["validations"]},
+            train_s=round(train_s, 1),
+            phase_steps=list(result["steps_run"]),
+            scheduled_steps=list(result["scheduled_steps"]),
+            phase_step_s_total=phase_s,
+            best_steps=result["best_steps"],
+            mwp2eq_gate=result.get("mwp2eq_gate"),
+            mwp2eq_val_accuracy=result.get("mwp2eq_val_accuracy"),
+        )
 
 
 def score(args) -> None:

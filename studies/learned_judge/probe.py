@@ -3,7 +3,8 @@ logistic regression on its last hidden state at the prompt's end says p(M encode
 candidate, no fine-tuning; the LM is the fold's evaluator (it already reads problems into equations) or any
 causal LM folder.
 
-    bash scripts/run.sh python -m studies.learned_judge.probe models/evaluator/arithmetic/fold0 --cross-validate validation
+    bash scripts/run.sh python -m studies.learned_judge.probe models/evaluator/arithmetic/fold0 \
+        --cross-validate validation
 
 `--cross-validate PART` fits and scores on one part's labels by seeded k-fold cross-validation (a preview while
 the training corpus is being read); `--fit train --score validation` is the real comparison; `--score test` is

@@ -176,7 +176,9 @@ def main() -> None:
     cli.add_argument("--n", type=int, default=100, help="test problems drawn (cross-build: problems per set)")
     cli.add_argument("--report", type=Path, help="score: the folder for reading.md / reading.json (default: the one "
                      "set, or the sets' common folder); cross-build, cross-score: the cross-check's own folder")
-    cli.add_argument("--baseline", help="score: the model the others are compared with (default: the first set's first)")
+    cli.add_argument(
+        "--baseline", help="score: the model the others are compared with (default: the first set's first)"
+    )
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)
     cli.add_argument("--out", type=Path, nargs="+", required=True,

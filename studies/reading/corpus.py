@@ -208,7 +208,11 @@ def build(out: Path) -> None:
     """The blind set of every candidates file; uids already given keep their problem, new problems are appended."""
     shown = [r for path in sorted((out / "candidates").glob("*.csv")) for r in blind_reading.rows(path)]
     problems_file = out / "problems.csv"
-    known = {(p["equation"], p["problem"]): p["uid"] for p in blind_reading.rows(problems_file)} if problems_file.exists() else {}
+    known = (
+        {(p["equation"], p["problem"]): p["uid"] for p in blind_reading.rows(problems_file)}
+        if problems_file.exists()
+        else {}
+    )
     distinct: dict[tuple[str, str], list[dict]] = {}
     for r in shown:
         distinct.setdefault((r["equation"], r["generated"]), []).append(r)

@@ -115,14 +115,23 @@ def choose(rows: list[dict]) -> str | None:
 
 def header(grid: str, steps: int, batch_size: int, dataset: str, fold: int, data: SweepData, seeds: list[int],
            machine: str) -> str:
-    return (f"### Selector sweep ({grid}): phase 1, {steps or 'all its'} steps of {batch_size} on {dataset} fold {fold} "
-            f"({len(data.train)} training problems), seeds {', '.join(map(str, seeds))}; scored on the "
-            f"{len(data.val)}-problem validation slice, test problems ({len(data.test)}) only counted; {machine}")
+    return (
+        f"### Selector sweep ({grid}): phase 1, {steps or 'all its'} steps of {batch_size} on {dataset} fold {fold} "
+        f"({len(data.train)} training problems), seeds {', '.join(map(str, seeds))}; scored on the "
+        f"{len(data.val)}-problem validation slice, test problems ({len(data.test)}) only counted; {machine}"
+    )
 
 
 def markdown(rows: list[dict], chosen: str | None, title: str) -> str:
-    lines = [title, "", ("| setting | seed | val loss | validation: words (median, mean), none | test: words (median, "
-             "mean), none | q range | selected share, first / last 10 steps | holds |"), "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        title,
+        "",
+        (
+            "| setting | seed | val loss | validation: words (median, mean), none | test: words (median, "
+            "mean), none | q range | selected share, first / last 10 steps | holds |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         v, t = r["validation"], r["test"]
         lines.append(f"| {r['setting']} | {r['seed']} | {r['val_loss']:.4f} | {v['words_median']:g}, "
@@ -185,12 +194,24 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse_args(argv)
     params = load_params(args.params)
     device = resolve_device(args.device or params.train.device)
-    report = sweep(params, args.dataset, args.fold, args.steps, args.max_train, args.grid, args.seeds, device,
-                   args.out, machine_name(device, params.train.mixed_precision),
-                   on_row=lambda setting, row: print(f"{row['setting']} seed {row['seed']}: val loss "
-                                                     f"{row['val_loss']:.4f}, median {row['validation']['words_median']}"
-                                                     f" words, none {row['test']['none_share']:.1%} of test",
-                                                     flush=True))
+    report = sweep(
+        params,
+        args.dataset,
+        args.fold,
+        args.steps,
+        args.max_train,
+        args.grid,
+        args.seeds,
+        device,
+        args.out,
+        machine_name(device, params.train.mixed_precision),
+        on_row=lambda setting, row: print(
+            f"{row['setting']} seed {row['seed']}: val loss "
+            f"{row['val_loss']:.4f}, median {row['validation']['words_median']}"
+            f" words, none {row['test']['none_share']:.1%} of test",
+            flush=True,
+        ),
+    )
     print("chosen:", report["chosen"])
 
 

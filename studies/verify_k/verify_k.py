@@ -186,11 +186,14 @@ def summarise(args: argparse.Namespace, evaluator_dir: Path, test: list[dict], s
 def markdown(result: dict) -> str:
     def pct(x):
         return "n/a" if isinstance(x, float) and math.isnan(x) else f"{100 * x:.1f}"
-    lines = [f"Verified generation on {result['dataset']} fold {result['fold']} ({result['n_test']} test problems, "
-             f"{result['device']}; judge: {result['judge']}): ACC-eq by the independent evaluator of the fold.", "",
-             "| K | shown | ACC-eq (%) | ACC-eq equivalent (%) | verified: the service's judge (%) | the judge with the "
-             "evaluator's parse (%) | s / problem |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"Verified generation on {result['dataset']} fold {result['fold']} ({result['n_test']} test problems, "
+        f"{result['device']}; judge: {result['judge']}): ACC-eq by the independent evaluator of the fold.",
+        "",
+        "| K | shown | ACC-eq (%) | ACC-eq equivalent (%) | verified: the service's judge (%) | the judge with the "
+        "evaluator's parse (%) | s / problem |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     lines += [f"| {r['k']} | {r['n']} | {pct(r['acc_eq'])} | {pct(r['acc_eq_equivalent'])} | {pct(r['verified'])} | "
               f"{pct(r['judged_by_evaluator'])} | {r['s_per_problem']:.3f} |" for r in result["rows"]]
     return "\n".join(lines) + "\n"

@@ -4,8 +4,8 @@ hold a right problem, and which ranking puts one first?
     python -m studies.verify_pools.verify_pools sample models/ours/arithmetic/fold0 --dataset arithmetic --fold 0 \
         --split validation --n 20 --k 16 --temperature 1 0.7 --greedy --out studies/verify_pools
     python -m studies.verify_pools.verify_pools sample ... --split test ...
-    python -m studies.verify_pools.verify_pools build studies/verify_pools     # one blind reading set of both splits' candidates
-    python -m studies.verify_pools.verify_pools score                          # labels -> rankings compared per split
+    python -m studies.verify_pools.verify_pools build studies/verify_pools  # one blind reading of both splits
+    python -m studies.verify_pools.verify_pools score                       # labels -> rankings compared per split
 
 `sample` draws `--n` equations (seeded) of the fold's validation slice or test fold, and for each samples K top-p
 candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.generate.service: the same prompt,
@@ -38,8 +38,22 @@ from studies.reading import blind_reading
 ROOT = Path(__file__).resolve().parents[2]
 READING = ROOT / "data" / "labels" / "verify_pools"  # the committed reading of every sampled candidate
 SPLITS = ("validation", "test")
-COLUMNS = ["split", "id", "equation", "context", "source", "sample", "copies", "generated", "co_verified", "co_parse", "co_firmness",
-           "generator_loglik", "evaluator_parse", "evaluator_judged"]
+COLUMNS = [
+    "split",
+    "id",
+    "equation",
+    "context",
+    "source",
+    "sample",
+    "copies",
+    "generated",
+    "co_verified",
+    "co_parse",
+    "co_firmness",
+    "generator_loglik",
+    "evaluator_parse",
+    "evaluator_judged",
+]
 KEY = ["split", "id", "source", "sample", "co_verified", "co_firmness", "generator_loglik", "evaluator_judged"]
 RESAMPLES = 1000
 
@@ -93,11 +107,25 @@ def sample(args: argparse.Namespace) -> None:
             co_parse = service.parse(texts)
             firmness = service.equation_firmness(texts, equation)
             evaluator_parse = predict_equations(evaluator, evaluator_tokenizer, texts, device=device)
-            rows += [{"split": args.split, "id": record["id"], "equation": equation, "context": " ".join(context),
-                      "source": source, "sample": first[t], "copies": drawn.count(t), "generated": t,
-                      "co_verified": judged(cp, equation, t), "co_parse": cp, "co_firmness": round(f, 4),
-                      "generator_loglik": round(g, 4), "evaluator_parse": ep, "evaluator_judged": judged(ep, equation, t)}
-                     for t, cp, f, g, ep in zip(texts, co_parse, firmness, loglik, evaluator_parse)]
+            rows += [
+                {
+                    "split": args.split,
+                    "id": record["id"],
+                    "equation": equation,
+                    "context": " ".join(context),
+                    "source": source,
+                    "sample": first[t],
+                    "copies": drawn.count(t),
+                    "generated": t,
+                    "co_verified": judged(cp, equation, t),
+                    "co_parse": cp,
+                    "co_firmness": round(f, 4),
+                    "generator_loglik": round(g, 4),
+                    "evaluator_parse": ep,
+                    "evaluator_judged": judged(ep, equation, t),
+                }
+                for t, cp, f, g, ep in zip(texts, co_parse, firmness, loglik, evaluator_parse)
+            ]
         print(f"{args.split}: {i + 1}/{len(records)} pools, {len(rows)} candidates, "
               f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)

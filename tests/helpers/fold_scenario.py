@@ -36,8 +36,10 @@ def base_project(root: Path, remote: Path) -> Path:
     copy_project(base)
     records = synthetic_records(50)
     write_jsonl(base / "data" / "processed" / "arithmetic.jsonl", records)
-    write_json(base / "data" / "splits" / "arithmetic.json",
-               {"dataset": "arithmetic", "n_folds": 5, "seed": 1, "method": "seeded", "folds": seeded_folds(records, 5, 1)})
+    write_json(
+        base / "data" / "splits" / "arithmetic.json",
+        {"dataset": "arithmetic", "n_folds": 5, "seed": 1, "method": "seeded", "folds": seeded_folds(records, 5, 1)},
+    )
     corpus = [r["text"] + " " + r["equation"] for r in records] + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE]
     tiny_model_dir(base / "tiny-model", corpus)
     stages = yaml.safe_load((base / "dvc.yaml").read_text())
@@ -77,8 +79,13 @@ class Cluster:
 
     def submit(self, concurrency: int = 2, timeout: int = 900) -> subprocess.CompletedProcess:
         """`python -m orchestration.fan_out` in the parent clone: every fold, then the report."""
-        return run_in(self.parent, self.env, [sys.executable, "-m", "orchestration.fan_out", "--concurrency", str(concurrency)],
-                      check=False, timeout=timeout)
+        return run_in(
+            self.parent,
+            self.env,
+            [sys.executable, "-m", "orchestration.fan_out", "--concurrency", str(concurrency)],
+            check=False,
+            timeout=timeout,
+        )
 
     def worker_logs(self, tail: int = 3000) -> str:
         return "\n".join((w / "worker.log").read_text()[-tail:] for w in self.workers if (w / "worker.log").exists())
@@ -101,10 +108,29 @@ def cluster(root: Path, n_workers: int) -> Iterator[Cluster]:
     try:
         for w in workers:
             with open(w / "worker.log", "w") as log:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "prefect", "worker", "start", "--pool", pool, "--limit", "1",
-                     "--type", "process"], cwd=w, env={**env, "MWPGEN_HOME": str(w), "PREFECT_HOME": str(w / ".prefect")},
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=sigint_at_default))
+                procs.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            "-m",
+                            "prefect",
+                            "worker",
+                            "start",
+                            "--pool",
+                            pool,
+                            "--limit",
+                            "1",
+                            "--type",
+                            "process",
+                        ],
+                        cwd=w,
+                        env={**env, "MWPGEN_HOME": str(w), "PREFECT_HOME": str(w / ".prefect")},
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                        preexec_fn=sigint_at_default,
+                    )
+                )
         yield Cluster(root, base, parent, workers, env)
     finally:
         for p in procs:

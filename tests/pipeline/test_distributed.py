@@ -166,8 +166,17 @@ def worker(model_dir: str, out: Path, kill_at: int) -> None:
         if step == kill_at:
             raise Killed
 
-    result = train_causal_lm_distributed(model, tok, train, validation=validation, device="cpu",
-                                         checkpoint_dir=out / "model", resume_dir=out / "resume", on_step=kill, **WORKER)
+    result = train_causal_lm_distributed(
+        model,
+        tok,
+        train,
+        validation=validation,
+        device="cpu",
+        checkpoint_dir=out / "model",
+        resume_dir=out / "resume",
+        on_step=kill,
+        **WORKER,
+    )
     torch.save({"result": result, "weights": model.state_dict()}, out / f"rank{result['rank']}.pt")
 
 

@@ -32,7 +32,9 @@ def test_a_removed_or_extra_dependency_is_rewritten():
     text = DVC_YAML.replace("      - mwpgen/data/masking.py\n", "", 1)
     _, changes = rewrite(text, ROOT)
     assert any("mwpgen/data/masking.py" in added for _, added in changes.values())
-    stage = "  evaluate:\n    cmd: python -m flows.evaluate\n    deps:\n      - mwpgen/data/translate.py\n      - data/x\n"
+    stage = (
+        "  evaluate:\n    cmd: python -m flows.evaluate\n    deps:\n      - mwpgen/data/translate.py\n      - data/x\n"
+    )
     text, changes = rewrite(stage, ROOT)
     assert changes["evaluate"][0] == ["mwpgen/data/translate.py"]
     assert text.endswith("      - data/x\n") and "mwpgen/data/masking.py" in text

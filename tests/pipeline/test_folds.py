@@ -122,7 +122,9 @@ def test_both_folds_reach_the_report(fanned_out):
 @pytest.mark.slow
 def test_the_killed_fold_was_retried_and_completed(fanned_out):
     killed = fanned_out["killed"]
-    assert killed and killed[0][0] != "error", killed or "the fold run was never seen running with its evaluator trained"
+    assert killed and killed[0][0] != "error", (
+        killed or "the fold run was never seen running with its evaluator trained"
+    )
     runs = fold_flow_runs(fanned_out["api"], KILLED_FOLD)
     states = sorted(r.state_type.value for r in runs)
     assert "CRASHED" in states and "COMPLETED" in states, states

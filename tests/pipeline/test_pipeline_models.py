@@ -94,8 +94,16 @@ def project(tmp_path_factory, prefect_api):
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(dest)
     # A parent run, as orchestration.pipeline would open, so the nesting pipeline -> model x dataset -> fold is checked.
-    parent = run_in(dest, env, ["python", "-c", "from tracking.runs import client, experiment_id; c = client(); "
-                                "print(c.create_run(experiment_id(c), run_name='pipeline').info.run_id)"]).stdout.split()[-1]
+    parent = run_in(
+        dest,
+        env,
+        [
+            "python",
+            "-c",
+            "from tracking.runs import client, experiment_id; c = client(); "
+            "print(c.create_run(experiment_id(c), run_name='pipeline').info.run_id)",
+        ],
+    ).stdout.split()[-1]
     env["MWPGEN_PARENT_RUN_ID"] = parent
     proc = run_in(dest, env, ["dvc", "repro", "--single-item", *STAGES], timeout=1200)
     return dest, env, parent, proc.stdout

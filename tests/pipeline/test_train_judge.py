@@ -157,8 +157,11 @@ def test_a_fold_without_readings_gets_no_judge_and_says_why(project):
 
 def test_too_few_readings_of_a_class_or_a_missing_corpus_is_named(project):
     write_reading_sets(project, right_in_train=0)
-    with pytest.raises(ValueError, match=r"data/labels/corpus, data/labels/corpus_round2, data/labels/corpus_round3: the "
-                                         r"train readings hold 0 read right and 24 read wrong"):
+    with pytest.raises(
+        ValueError,
+        match=r"data/labels/corpus, data/labels/corpus_round2, data/labels/corpus_round3: the "
+        r"train readings hold 0 read right and 24 read wrong",
+    ):
         _run({"layer": 1})
     (project / "data" / "labels" / "corpus" / "problems.csv").unlink()
     with pytest.raises(FileNotFoundError, match=r"corpus/problems.csv: no such file"):

@@ -28,7 +28,9 @@ def test_second_parser_features_without_arithmetic_texts(tmp_path, monkeypatch):
     with labels.open("w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
         w.writerow(["uid", "equation", "problem"])
-        w.writerows([["p1", "x = num1 + num2", arithmetic[0]["text"]], ["p2", "x = num1 - num2", arithmetic[1]["text"]]])
+        w.writerows(
+            [["p1", "x = num1 + num2", arithmetic[0]["text"]], ["p2", "x = num1 - num2", arithmetic[1]["text"]]]
+        )
     out = tmp_path / "out"
     monkeypatch.setattr(sys, "argv", ["bench", "--out", str(out), "--params", str(params), "--data", str(data),
                                       "--labels", str(labels), "--max-steps", "2", "--batch-size", "4",

@@ -110,7 +110,9 @@ def test_a_learned_judges_precision_and_recall_on_tests_are_those_of_its_verdict
     monkeypatch.setattr(stage, "judged", lambda parse, equation, problem: parse == equation)
     rows = [("a", 1, 0.9, True), ("b", 0, 0.8, True), ("c", 1, 0.7, False), ("d", 1, 0.2, True),
             ("e", 0, 0.95, False), ("f", 1, 0.6, True)]
-    tests = [{"problem": t, "equation": "x = num1 + num2", "label": y, "group": t, "source": "s"} for t, y, _, _ in rows]
+    tests = [
+        {"problem": t, "equation": "x = num1 + num2", "label": y, "group": t, "source": "s"} for t, y, _, _ in rows
+    ]
     parse_of = {t: "x = num1 + num2" if rule else "x = num1 - num2" for t, _, _, rule in rows}
     probability_of = {(t, "x = num1 + num2"): p for t, _, p, _ in rows}
     for threshold in (0.5, 0.0):  # 0: a hand-edited gated judge, where the gated scores' threshold would mislead

@@ -97,8 +97,18 @@ def _score(model, bleu, acc, fold=0, dataset="arithmetic"):
             "acc_eq_novel": 0.1, "dist3": 0.7}
 
 
-ORACLE = [{"model": "evaluator", "dataset": "arithmetic", "fold": 0, "oracle_acc_eq": 0.7, "oracle_acc_eq_equivalent": 0.75,
-           "chance_acc_eq": 0.12, "chance_acc_eq_equivalent": 0.14, "chance_equation": "x = num1 + num2"}]
+ORACLE = [
+    {
+        "model": "evaluator",
+        "dataset": "arithmetic",
+        "fold": 0,
+        "oracle_acc_eq": 0.7,
+        "oracle_acc_eq_equivalent": 0.75,
+        "chance_acc_eq": 0.12,
+        "chance_acc_eq_equivalent": 0.14,
+        "chance_equation": "x = num1 + num2",
+    }
+]
 
 
 def test_table2_and_report_json_carry_equivalent_accuracy_chance_and_intervals():

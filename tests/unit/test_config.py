@@ -220,7 +220,11 @@ def test_a_dataset_subsample_replaces_the_experiment_caps_and_a_model_cap_wins()
     from mwpgen import registry
 
     raw = read_yaml(ROOT / "params.yaml")
-    raw["experiment"] |= {"max_train": 500, "max_test": 0, "subsample": {"math23k": {"max_train": 3000, "max_test": 600}}}
+    raw["experiment"] |= {
+        "max_train": 500,
+        "max_test": 0,
+        "subsample": {"math23k": {"max_train": 3000, "max_test": 600}},
+    }
     raw["train"]["ours"]["max_train"] = 200
     params = validate_params(raw, "p.yaml")
     exp = params.experiment
@@ -252,7 +256,9 @@ def test_pipeline_names_an_mlflow_server_that_does_not_answer_at_once(tmp_path, 
     with pytest.raises(SystemExit) as e:
         pipeline_cli.main()
     assert time.time() - start < 10
-    assert "the MLflow tracking server http://127.0.0.1:" in str(e.value.code) and "does not answer" in str(e.value.code)
+    assert "the MLflow tracking server http://127.0.0.1:" in str(e.value.code) and "does not answer" in str(
+        e.value.code
+    )
 
 
 def test_a_params_file_without_a_section_is_refused_naming_it(tmp_path):

@@ -132,9 +132,14 @@ def test_free_running_softmax_problem_is_the_greedy_decoding(tiny):
     with torch.no_grad():
         written = free_running_problems(gen, prompts, tok.eos_token_id, 10, tau=1.0, relaxation="softmax")
         for prompt, m in zip(prompts, written):
-            out = gen.generate(inputs_embeds=prompt[None], attention_mask=torch.ones(1, prompt.shape[0], dtype=torch.long),
-                               do_sample=False, max_new_tokens=10, pad_token_id=tok.pad_token_id,
-                               eos_token_id=tok.eos_token_id)[0].tolist()
+            out = gen.generate(
+                inputs_embeds=prompt[None],
+                attention_mask=torch.ones(1, prompt.shape[0], dtype=torch.long),
+                do_sample=False,
+                max_new_tokens=10,
+                pad_token_id=tok.pad_token_id,
+                eos_token_id=tok.eos_token_id,
+            )[0].tolist()
             greedy = out[: out.index(tok.eos_token_id)] if tok.eos_token_id in out else out
             assert m.argmax(-1).tolist() == greedy[: max(len(greedy), 1)] or (not greedy and m.shape[0] == 1)
             hard = torch.nn.functional.one_hot(m.argmax(-1), m.shape[-1]).float()

@@ -113,7 +113,9 @@ def test_length_limits(source, detail):
 
 
 def test_long_source_is_cut_in_the_message():
-    assert failure("x=" + "1+" * 5000)[1] == f"10002 characters (limit 1000) in {'x=' + '1+' * 99!r}... (10002 characters)"
+    assert (
+        failure("x=" + "1+" * 5000)[1] == f"10002 characters (limit 1000) in {'x=' + '1+' * 99!r}... (10002 characters)"
+    )
 
 
 @pytest.mark.parametrize("source, expected", [

@@ -59,8 +59,19 @@ def test_the_margin_compares_the_equation_with_the_best_other_beam(parser):
 
 
 def test_the_regression_separates_what_its_features_separate_and_reloads():
-    feats = [candidates.Features(margin=m, logp_per_token=-1.0, exact=m > 0, equivalent=m > 0, numbers_once=True,
-                            extra_numbers=0, question=True, operation_words=True) for m in (-3, -2, -1, -0.5, 0.5, 1, 2, 3)]
+    feats = [
+        candidates.Features(
+            margin=m,
+            logp_per_token=-1.0,
+            exact=m > 0,
+            equivalent=m > 0,
+            numbers_once=True,
+            extra_numbers=0,
+            question=True,
+            operation_words=True,
+        )
+        for m in (-3, -2, -1, -0.5, 0.5, 1, 2, 3)
+    ]
     labels = [0, 0, 0, 0, 1, 1, 1, 1]
     model = candidates.fit(feats, labels, ("margin",))
     probs = model.probability(feats)

@@ -15,7 +15,9 @@ from mwpgen.judge.saved import INFO_FILE, NO_JUDGE_FILE, no_judge_reason, read_i
 from tests.helpers.tiny_model import tiny_model_dir
 
 RIGHT = [f"Tom has num1 apples and gets num2 more {w} . How many apples now ?" for w in ("red", "green", "big", "old")]
-WRONG = [f"Tom has num1 apples and gives num2 {w} away . How many apples left ?" for w in ("red", "green", "big", "old")]
+WRONG = [
+    f"Tom has num1 apples and gives num2 {w} away . How many apples left ?" for w in ("red", "green", "big", "old")
+]
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,16 @@ from mwpgen.lm.training import lm_loss, train_causal_lm
 from tests.helpers.tiny_model import tiny_model_dir
 
 RECORDS = [
-    {"id": "1", "text": "Joan found num1 seashells . She gave num2 away . How many are left ?", "equation": "x = ( num1 - num2 )"},
-    {"id": "2", "text": "Tom has num1 boxes with num2 candies each . How many candies ?", "equation": "x = ( num1 * num2 )"},
+    {
+        "id": "1",
+        "text": "Joan found num1 seashells . She gave num2 away . How many are left ?",
+        "equation": "x = ( num1 - num2 )",
+    },
+    {
+        "id": "2",
+        "text": "Tom has num1 boxes with num2 candies each . How many candies ?",
+        "equation": "x = ( num1 * num2 )",
+    },
     {"id": "3", "text": "A jar holds num1 marbles . Sam adds num2 . How many now ?", "equation": "x = ( num1 + num2 )"},
     {"id": "4", "text": "num1 dollars are shared by num2 kids . How much each ?", "equation": "x = ( num1 / num2 )"},
 ]
@@ -106,7 +114,15 @@ def test_tiny_model_overfits_and_regenerates_targets(trained):
     model, tok, _, result, logs = trained
     losses = [h["train_loss"] for h in result["history"]]
     assert losses[-1] < 0.1 * losses[0]
-    assert [r["step"] for r in logs][:2] == [20, 40] and set(logs[0]) == {"step", "epoch", "train_loss", "lr", "step_s", "tokens_per_s", "examples_per_s"}
+    assert [r["step"] for r in logs][:2] == [20, 40] and set(logs[0]) == {
+        "step",
+        "epoch",
+        "train_loss",
+        "lr",
+        "step_s",
+        "tokens_per_s",
+        "examples_per_s",
+    }
     out = generate_texts(model, tok, [e.prompt for e in GEN], batch_size=4, max_new_tokens=24)
     assert sum(o == e.target for o, e in zip(out, GEN)) >= 3
     eqs = predict_equations(model, tok, [r["text"] for r in RECORDS], max_new_tokens=12)

@@ -19,12 +19,28 @@ from mwpgen.resume import STATE_FILE, ResumeMismatch
 from tests.helpers.tiny_model import tiny_model_dir
 
 RECORDS = [
-    {"id": "1", "text": "Joan found num1 shells . She gave num2 away . How many are left ?", "equation": "x = ( num1 - num2 )"},
-    {"id": "2", "text": "Tom has num1 boxes with num2 candies each . How many candies ?", "equation": "x = ( num1 * num2 )"},
+    {
+        "id": "1",
+        "text": "Joan found num1 shells . She gave num2 away . How many are left ?",
+        "equation": "x = ( num1 - num2 )",
+    },
+    {
+        "id": "2",
+        "text": "Tom has num1 boxes with num2 candies each . How many candies ?",
+        "equation": "x = ( num1 * num2 )",
+    },
     {"id": "3", "text": "A jar holds num1 marbles . Sam adds num2 . How many now ?", "equation": "x = ( num1 + num2 )"},
     {"id": "4", "text": "num1 dollars are shared by num2 kids . How much each ?", "equation": "x = ( num1 / num2 )"},
-    {"id": "5", "text": "A bus had num1 people . num2 got off . How many are on the bus ?", "equation": "x = ( num1 - num2 )"},
-    {"id": "6", "text": "Ann picks num1 apples a day for num2 days . How many apples ?", "equation": "x = ( num1 * num2 )"},
+    {
+        "id": "5",
+        "text": "A bus had num1 people . num2 got off . How many are on the bus ?",
+        "equation": "x = ( num1 - num2 )",
+    },
+    {
+        "id": "6",
+        "text": "Ann picks num1 apples a day for num2 days . How many apples ?",
+        "equation": "x = ( num1 * num2 )",
+    },
     {"id": "7", "text": "Bob read num1 pages and then num2 more . How many pages ?", "equation": "x = ( num1 + num2 )"},
 ]
 KEYWORDS = {"1": ["Joan", "shells"], "2": ["Tom", "boxes", "candies"], "3": ["jar", "marbles"], "4": ["dollars"],

@@ -149,7 +149,9 @@ def test_acc_eq():
 
 
 def test_novelty():
-    frac, mask = novelty(["How many  Apples ?", "a new problem", "  seen before "], ["how many apples ?", "Seen before"])
+    frac, mask = novelty(
+        ["How many  Apples ?", "a new problem", "  seen before "], ["how many apples ?", "Seen before"]
+    )
     assert mask == [False, True, False] and frac == pytest.approx(1 / 3)
     assert math.isnan(novelty([], ["x"])[0])
 

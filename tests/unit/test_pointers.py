@@ -10,7 +10,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # README "Section", README, 'Section', docs/x.md "Section"
-SECTION = re.compile(r"\b(README|(?:docs|studies|reports|benchmarks)/[\w/.-]+\.md)(?:'s)?,?\s+[\"'“‘]([A-Z][^\"'”’]{2,60})[\"'”’]")
+SECTION = re.compile(
+    r"\b(README|(?:docs|studies|reports|benchmarks)/[\w/.-]+\.md)(?:'s)?,?\s+[\"'“‘]([A-Z][^\"'”’]{2,60})[\"'”’]"
+)
 # A path after --out or --cache is where a command writes, not a citation.
 CITED_PATH = re.compile(r"(?<![\w/.-])(?<!--out )(?<!--cache )((?:docs|studies|reports)/[\w.-]+(?:/[\w.-]+)*)")
 # Where pointers live: the code, the configuration and the prose; not data, archives or generated results.

@@ -108,12 +108,21 @@ def test_a_state_from_other_settings_is_refused(tiny_path, tmp_path):
         raise Killed
 
     with pytest.raises(Killed):
-        train_joint(fresh_models(tiny_path), EXAMPLES, short, seed=7, log_every=2, state_dir=state, on_step=kill, dropout=0.0)
+        train_joint(
+            fresh_models(tiny_path), EXAMPLES, short, seed=7, log_every=2, state_dir=state, on_step=kill, dropout=0.0
+        )
     with pytest.raises(ResumeMismatch, match="different settings"):  # another keyword dropout
         train_joint(fresh_models(tiny_path), EXAMPLES, short, seed=7, log_every=2, state_dir=state, dropout=0.3)
     with pytest.raises(ResumeMismatch, match="different settings"):
-        train_joint(fresh_models(tiny_path), EXAMPLES, short.model_copy(update={"alpha": 2.0}), seed=7, log_every=2, dropout=0.0,
-                    state_dir=state)
+        train_joint(
+            fresh_models(tiny_path),
+            EXAMPLES,
+            short.model_copy(update={"alpha": 2.0}),
+            seed=7,
+            log_every=2,
+            dropout=0.0,
+            state_dir=state,
+        )
 
 
 def test_selector_learns_in_phase1_and_is_frozen_in_phase2(tiny_path):

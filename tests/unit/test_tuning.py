@@ -141,8 +141,12 @@ def test_the_tune_task_saves_a_bundle_that_loads_as_ours_does(tmp_path):
     from tests.helpers.tiny_bundle import make_tiny_bundle
 
     base = make_tiny_bundle(tmp_path / "ours")
-    params = validate_params({"train": {"device": "cpu", "mixed_precision": False},
-                              "tuning": {"epochs": 3, "max_steps": 2, "batch_size": 2, "lr": 1e-2, "pairs_per_group": 5}})
+    params = validate_params(
+        {
+            "train": {"device": "cpu", "mixed_precision": False},
+            "tuning": {"epochs": 3, "max_steps": 2, "batch_size": 2, "lr": 1e-2, "pairs_per_group": 5},
+        }
+    )
     train = [{"equation": r["equation"], "text": r["generated"]} for r in READINGS]
     before = load_bundle(base)[0].model.layers[0].mlp.up_proj.weight.clone()
     for method in ("rft", "dpo"):
