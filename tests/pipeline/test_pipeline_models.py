@@ -125,7 +125,7 @@ def test_generation_table_and_scores(project):
     scores = json.loads((dest / "results" / "scores" / "gpt_pre" / "arithmetic" / "fold0.json").read_text())
     for key in ("bleu4", "meteor", "rouge_l", "acc_eq", "novelty", "acc_eq_novel", "dist3"):
         assert key in scores
-    oracle = json.loads((dest / "metrics" / "train" / "mwp2eq" / "arithmetic" / "fold0.json").read_text())
+    oracle = json.loads((dest / "metrics" / "train" / "evaluator" / "arithmetic" / "fold0.json").read_text())
     assert 0.0 <= oracle["oracle_acc_eq"] <= 1.0 and oracle["n_test"] == len(test_ids)
 
 
