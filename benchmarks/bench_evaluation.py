@@ -1,8 +1,8 @@
 """Benchmark (not a test): wall time of one full evaluation of 1,000 generated/reference pairs, split by metric.
 
-Data: real Arithmetic problems (``data/raw/arithmetic/questions.json``, else ``../shared/data/raw/...``), masked with a THROWAWAY crude
-regex (numbers -> num1, num2... by first appearance; not the project's preprocessing). References are the first
-1,000 problems; the other 492 act as the "training fold". Hypotheses, seeded:
+Data: real Arithmetic problems (``data/raw/arithmetic/questions.json``, else ``../shared/data/raw/...``), masked with a
+THROWAWAY crude regex (numbers -> num1, num2... by first appearance; not the project's preprocessing). References are
+the first 1,000 problems; the other 492 act as the "training fold". Hypotheses, seeded:
 - 40% perturbed reference: each token dropped with p=0.1 and, with p=0.1, replaced by a random training word;
 - 20% exact copy of the reference; 20% copy of a random training problem (not novel); 20% another reference.
 Predicted equations equal the reference equation 70% of the time, otherwise another problem's equation.
@@ -49,7 +49,7 @@ def build_pairs(n: int, seed: int) -> tuple[list[str], list[str], list[str], lis
     vocab = sorted({w for t in train for w in t.split()})
     rng = random.Random(seed)
     hyps: list[str] = []
-    for i, ref in enumerate(refs):
+    for ref in refs:
         r = rng.random()
         if r < 0.4:
             toks = [w if rng.random() >= 0.1 else rng.choice(vocab) for w in ref.split() if rng.random() >= 0.1]

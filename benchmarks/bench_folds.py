@@ -1,9 +1,9 @@
 """Fold runs fanned out over Prefect workers: wall time of the same 2-fold run with 1 worker and with 2.
 
-The scenario of tests/test_folds.py (tests/fold_scenario.py: a tiny model, synthetic Arithmetic folds 0 and 1, a
-local-folder DVC remote, a process work pool), built from scratch for each worker count with its own Prefect
-server, so neither run reuses the other's outputs; `python -m orchestration.fan_out --concurrency 2` is timed from submission
-to the report.
+The scenario of tests/pipeline/test_folds.py (tests/helpers/fold_scenario.py: a tiny model, synthetic Arithmetic folds 0
+and 1, a local-folder DVC remote, a process work pool), built from scratch for each worker count with its own Prefect
+server, so neither run reuses the other's outputs; `python -m orchestration.fan_out --concurrency 2` is timed from
+submission to the report.
 
     python -m benchmarks.bench_folds --out benchmarks/results/bench_folds.json
 """
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from orchestration.prefect_api import pointed_server
-from tests.fold_scenario import FOLDS, cluster
+from tests.helpers.fold_scenario import FOLDS, cluster
 
 
 def timed_run(n_workers: int) -> dict:

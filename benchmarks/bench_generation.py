@@ -22,7 +22,7 @@ from mwpgen.lm.decoding import generate_texts
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import LMExample, generator_prompt
 from mwpgen.lm.training import train_causal_lm
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 EQUATIONS = ["x = ( num1 - num2 )", "x = ( num1 * num2 )", "x = ( num1 + num2 ) / num3", "x = num1 / ( num2 - num3 )"]
 WORDS = ["Joan", "seashells", "beach", "Tom", "boxes", "candies", "jar", "marbles", "dollars", "kids", "week", "store"]
@@ -59,7 +59,9 @@ def main() -> None:
     spec = str(tiny_model_dir(Path(tmp.name) / "tiny", prompts)) if args.model == "tiny" else args.model
     load_s, (model, tok) = timed(lambda: load_model_and_tokenizer(spec, args.cache_dir))
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"model {args.model}: {n_params / 1e6:.1f}M params, loaded in {load_s:.1f}s; threads {torch.get_num_threads()}")
+    print(
+        f"model {args.model}: {n_params / 1e6:.1f}M params, loaded in {load_s:.1f}s; threads {torch.get_num_threads()}"
+    )
     kw = dict(decoding=args.decoding, max_new_tokens=args.max_new_tokens, seed=0)
     generate_texts(model, tok, prompts[:2], batch_size=2, **{**kw, "max_new_tokens": 4})  # warm-up
 

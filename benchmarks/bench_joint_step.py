@@ -60,19 +60,18 @@ from pathlib import Path
 
 import torch
 
-from mwpgen.config.schema import OursTrainParams
-from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.steps import JointModels, joint_step, make_optimizers
-from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
-from mwpgen.ours.selector import ContextSelector
-from mwpgen.lm.training import lm_loss
-from mwpgen.runtime import autocast_dtype
 from benchmarks.flops import matmul_params, matmul_rate, memory_rate, timed
 from benchmarks.machine import describe
+from mwpgen.config.schema import OursTrainParams
+from mwpgen.device import autocast_dtype
+from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
+from mwpgen.lm.prompts import collate, encode_example, generator_example, mwp2eq_example
+from mwpgen.lm.training import lm_loss
 from mwpgen.ours.consistency import free_running_problems
-from mwpgen.ours.inputs import prompt_embeddings
-from tests.tiny_model import tiny_model_dir
+from mwpgen.ours.inputs import JointExample, encode_joint, prompt_embeddings
+from mwpgen.ours.joint_step import JointModels, joint_step, make_optimizers
+from mwpgen.ours.selector import ContextSelector
+from tests.helpers.tiny_model import tiny_model_dir
 
 EQUATION = "x = ( num1 - num2 ) - num3"
 SENTENCE = ("Joan found num1 seashells on the beach . She gave num2 of them to Tom and num3 to her sister . "
@@ -195,14 +194,14 @@ def main() -> None:
     dropout = 0.3  # keywords.dropout
     def with_feedback_gradient():
         """phase2 with the gradient through every fed-back input kept (consistency.free_running_problems)."""
-        import mwpgen.ours.steps as steps
+        import mwpgen.ours.joint_step as joint_step_module
 
-        plain_write = steps.free_running_problems
-        steps.free_running_problems = functools.partial(plain_write, feedback_gradient=True)
+        plain_write = joint_step_module.free_running_problems
+        joint_step_module.free_running_problems = functools.partial(plain_write, feedback_gradient=True)
         try:
             return joint_step(2, models, examples, joint_opts, cfg, dropout)
         finally:
-            steps.free_running_problems = plain_write
+            joint_step_module.free_running_problems = plain_write
 
     arms = {"plain": plain_step, "phase1": lambda: joint_step(1, models, examples, joint_opts, cfg, dropout),
             "phase2": lambda: joint_step(2, models, examples, joint_opts, cfg, dropout),

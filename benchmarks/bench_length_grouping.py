@@ -25,12 +25,12 @@ from pathlib import Path
 
 from benchmarks.bench_precision import curve_examples
 from benchmarks.machine import describe
+from mwpgen.batching import seeded_batches
+from mwpgen.device import cpu_supports_bf16
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import encode_example
 from mwpgen.lm.training import train_causal_lm
-from mwpgen.batching import seeded_batches
-from mwpgen.runtime import cpu_supports_bf16
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 
 def padding(tokenizer, examples, batch_size: int, seed: int, grouped: bool) -> dict:

@@ -1,7 +1,7 @@
 """Time of a plain SmolLM2 training step under glibc's default allocator settings, scripts/env.sh's, and jemalloc.
 
     bash scripts/run.sh python -m benchmarks.bench_malloc --rounds 2 --steps 4        (studies/malloc/README.md)
-    bash scripts/run.sh python -m benchmarks.bench_malloc --rounds 2 --steps 30 --min-seq 48   (batches of varying length)
+    bash scripts/run.sh python -m benchmarks.bench_malloc --rounds 2 --steps 30 --min-seq 48  (varying batch lengths)
 
 glibc returns a freed block above its mmap threshold (128 KB, rising to at most 32 MB as it adapts) to the OS at once,
 so the next allocation of that size faults every page in again; a training step frees and reallocates its activations
@@ -81,8 +81,8 @@ def child(steps: int, batch: int, seq: int, min_seq: int) -> None:
 
     import torch
 
+    from mwpgen.device import autocast_dtype
     from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
-    from mwpgen.runtime import autocast_dtype
 
     torch.manual_seed(0)
     device = torch.device("cpu")

@@ -1,13 +1,13 @@
 """torch's OpenMP threads spinning (GNU OpenMP's default) or sleeping (OMP_WAIT_POLICY=PASSIVE) while they wait.
 
-    bash scripts/run.sh python -m benchmarks.bench_omp_wait models/mwp2eq/arithmetic/fold0 --rounds 2
+    bash scripts/run.sh python -m benchmarks.bench_omp_wait models/evaluator/arithmetic/fold0 --rounds 2
 
 libgomp, which the CPU build of torch uses, lets a thread that waits for the others spin for a while before it
 sleeps. On 2 cores that is free while torch has the machine to itself, and costly when something else wants a core:
-the evaluate stage parses while the METEOR JVM starts beside it (studies/speed/bench_parse_beside_jvm.py), and the test suite
-runs two pytest workers, each with two torch threads. Smoke runs (orchestration/pipeline.py's `stage_env`) and the
-suite (tests/conftest.py) set OMP_WAIT_POLICY=PASSIVE; real runs keep the default. Each arm runs in a child process
-of its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's default,
+the evaluate stage parses while the METEOR JVM starts beside it (studies/speed/bench_parse_beside_jvm.py), and the
+test suite runs two pytest workers, each with two torch threads. Smoke runs (orchestration/pipeline.py's `stage_env`)
+and the suite (tests/conftest.py) set OMP_WAIT_POLICY=PASSIVE; real runs keep the default. Each arm runs in a child
+process of its own (libgomp reads the variables when it loads), arms interleaved round by round: libgomp's default,
 OMP_WAIT_POLICY=PASSIVE (no spinning) and GOMP_SPINCOUNT=10000 (a thirtieth of the default spin).
 
 - `train step`: a plain SmolLM2 training step alone (batch 8 x 80 tokens, bf16 autocast where the CPU has it; one
@@ -41,10 +41,10 @@ def child(evaluator: Path, n: int, steps: int) -> None:
     import torch
 
     from mwpgen.data.folds import load_fold
+    from mwpgen.device import autocast_dtype
     from mwpgen.evaluation.metrics import TextScorer
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
-    from mwpgen.runtime import autocast_dtype
 
     torch.manual_seed(0)
     model, _ = load_model_and_tokenizer(DEFAULT_MODEL, DEFAULT_MODEL_CACHE, device=torch.device("cpu"))
@@ -79,7 +79,7 @@ def child(evaluator: Path, n: int, steps: int) -> None:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("evaluator", type=Path, help="a trained evaluator (models/mwp2eq/<dataset>/fold<k>)")
+    cli.add_argument("evaluator", type=Path, help="a trained evaluator (models/evaluator/<dataset>/fold<k>)")
     cli.add_argument("--rounds", type=int, default=2, help="child processes per arm, interleaved")
     cli.add_argument("--steps", type=int, default=4, help="timed training steps per child")
     cli.add_argument("--n", type=int, default=8, help="test problems per parse (8: the smoke profile's when measured)")
@@ -91,8 +91,17 @@ def main() -> None:
         return
     base = {k: v for k, v in os.environ.items() if k not in VARIABLES}
     arms = {name: {**base, **extra} for name, extra in ARMS.items() if not args.arms or name in args.arms}
-    cmd = [sys.executable, "-m", "benchmarks.bench_omp_wait", str(args.evaluator), "--child", "--steps", str(args.steps),
-           "--n", str(args.n)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_omp_wait",
+        str(args.evaluator),
+        "--child",
+        "--steps",
+        str(args.steps),
+        "--n",
+        str(args.n),
+    ]
     runs = run_arms(cmd, arms, args.rounds)
     print(f"CPU: {cpu_name()}, {os.cpu_count()} CPUs, torch threads: torch's default; {args.rounds} processes per arm, "
           f"interleaved; seconds (median over processes and steps)")

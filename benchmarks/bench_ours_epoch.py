@@ -35,16 +35,22 @@ from pathlib import Path
 
 import torch
 
-from mwpgen.data.folds import load_fold
-from mwpgen.io import write_generations
 from mwpgen.config.schema import OursTrainParams
-from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.steps import JointModels
-from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, convert_gguf, load_model_and_tokenizer, prepare_tokenizer
+from mwpgen.data.folds import load_fold
 from mwpgen.data.keywords import KEYWORD_DROPOUT
-from mwpgen.ours.bundle import generate_with_context
-from mwpgen.ours.selector import SELECTOR_FORMS, ContextSelector, selector_batch
+from mwpgen.io import write_generations
+from mwpgen.lm.loading import (
+    DEFAULT_MODEL,
+    DEFAULT_MODEL_CACHE,
+    convert_gguf,
+    load_model_and_tokenizer,
+    prepare_tokenizer,
+)
 from mwpgen.ours import training
+from mwpgen.ours.bundle import generate_with_context
+from mwpgen.ours.inputs import JointExample, encode_joint
+from mwpgen.ours.joint_step import JointModels
+from mwpgen.ours.selector import SELECTOR_FORMS, ContextSelector, selector_batch
 from mwpgen.ours.training import train_joint
 
 # Shapes of the GPT-2 family (Radford et al. 2019; HF gpt2-* configs); the paper fine-tunes gpt2-large.

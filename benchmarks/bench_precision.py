@@ -14,7 +14,7 @@ two precisions train the same (loss curves of the real trainer from the same see
 2. Curves. `train_causal_lm` (the pipeline's trainer) run twice from the same pre-trained weights, seed and data
    (`--curve-steps` steps at batch `--curve-batch` of real "problem -> equation" examples from
    data/processed/<dataset>.jsonl when present, else a synthetic set), with mixed_precision false (fp32) and true
-   (bf16 autocast where the CPU supports it: mwpgen.runtime.autocast_dtype), plus the validation loss on
+   (bf16 autocast where the CPU supports it: mwpgen.device.autocast_dtype), plus the validation loss on
    `--curve-val` held-out examples every 5 steps. Reported: the max absolute difference of the per-step training
    losses and of the validation losses.
 
@@ -33,14 +33,13 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.flops import matmul_params, matmul_rate, sync
+from mwpgen.device import autocast_dtype, cpu_supports_bf16
 from mwpgen.io import read_jsonl
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import mwp2eq_example
 from mwpgen.lm.training import lm_loss, train_causal_lm
-from mwpgen.runtime import autocast_dtype, cpu_supports_bf16
-
-from benchmarks.flops import matmul_params, matmul_rate, sync
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SYNTHETIC = [("Joan found num1 shells . She gave num2 away . How many are left ?", "x = ( num1 - num2 )"),
@@ -117,7 +116,9 @@ def agreement(fp32: list[float], bf16: list[float], val_fp32: list[float], val_b
     steps add the drift of two trajectories), over `window`-step means (the per-step noise of a small batch
     averaged out), and on the validation loss (a fixed set)."""
     diffs = [abs(x - y) for x, y in zip(fp32, bf16)]
-    means = lambda xs: [sum(xs[i : i + window]) / len(xs[i : i + window]) for i in range(0, len(xs), window)]
+    def means(xs):
+        return [sum(xs[i : i + window]) / len(xs[i : i + window]) for i in range(0, len(xs), window)]
+
     return {"steps": len(diffs), "first_step_abs_diff": diffs[0], "max_abs_diff_train": max(diffs),
             "mean_abs_diff_train": sum(diffs) / len(diffs),
             "max_rel_diff_train": max(d / abs(x) for d, x in zip(diffs, fp32)),
@@ -156,10 +157,13 @@ def main() -> None:
         spec = DEFAULT_MODEL if args.model == "smollm2-135m" else args.model
     model, _ = load_model_and_tokenizer(spec, args.cache_dir, device=device)
     n_params, n_mm = sum(p.numel() for p in model.parameters()), matmul_params(model)
-    print(f"model {args.model}: {n_params:,} params ({n_mm:,} matmul); {device}, "
-          f"{torch.get_num_threads()} threads; torch {torch.__version__}; {platform.processor() or platform.machine()}; "
-          f"native CPU bf16: {cpu_supports_bf16()}; mixed_precision=true trains in "
-          f"{autocast_dtype(device, True) or 'fp32'}", flush=True)
+    print(
+        f"model {args.model}: {n_params:,} params ({n_mm:,} matmul); {device}, "
+        f"{torch.get_num_threads()} threads; torch {torch.__version__}; {platform.processor() or platform.machine()}; "
+        f"native CPU bf16: {cpu_supports_bf16()}; mixed_precision=true trains in "
+        f"{autocast_dtype(device, True) or 'fp32'}",
+        flush=True,
+    )
 
     times = time_steps(model, device, args)
     del model
@@ -197,11 +201,14 @@ def main() -> None:
             print(f"{i:4d}  {x:9.4f}  {y:9.4f}  {abs(x - y):.4f}")
         print("val: " + "  ".join(f"step {s}: {x:.4f} / {y:.4f}" for (s, x), (_, y)
                                    in zip(curves["val_loss"]["fp32"], curves["val_loss"]["bf16"])))
-        print(f"train loss |fp32 - bf16|: step 1 (same weights) {curves['first_step_abs_diff']:.4f}; max "
-              f"{curves['max_abs_diff_train']:.4f} (max relative {curves['max_rel_diff_train']:.2%}), mean "
-              f"{curves['mean_abs_diff_train']:.4f}; of 5-step means max {curves['max_abs_diff_train_5_step_means']:.4f}; "
-              f"loss drop over the run fp32 {curves['loss_drop']['fp32']:.3f}, bf16 {curves['loss_drop']['bf16']:.3f}; "
-              f"val loss max |diff| {curves['max_abs_diff_val']:.4f}")
+        print(
+            f"train loss |fp32 - bf16|: step 1 (same weights) {curves['first_step_abs_diff']:.4f}; max "
+            f"{curves['max_abs_diff_train']:.4f} (max relative {curves['max_rel_diff_train']:.2%}), mean "
+            f"{curves['mean_abs_diff_train']:.4f}; of 5-step means max "
+            f"{curves['max_abs_diff_train_5_step_means']:.4f}; "
+            f"loss drop over the run fp32 {curves['loss_drop']['fp32']:.3f}, bf16 {curves['loss_drop']['bf16']:.3f}; "
+            f"val loss max |diff| {curves['max_abs_diff_val']:.4f}"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

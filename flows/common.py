@@ -10,8 +10,8 @@ import os
 import sys
 import traceback
 import urllib.request
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from mwpgen.config.files import ParamsError
 from mwpgen.config.schema import DATASETS, Params, load_params
@@ -50,7 +50,9 @@ def stage_args(description: str, *, dataset: bool = False, fold: bool = False,
         cli.add_argument("--variant", required=True, choices=variants,
                          help="a Table 4 ablation variant (mwpgen/ours/ablation.py)")
     if methods:
-        cli.add_argument("--method", required=True, choices=methods, help="how ours is tuned on readings (mwpgen/tuning.py)")
+        cli.add_argument(
+            "--method", required=True, choices=methods, help="how ours is tuned on readings (mwpgen/tuning.py)"
+        )
     if dataset:
         cli.add_argument("--dataset", required=True, choices=DATASETS)
     if fold:
@@ -132,7 +134,9 @@ def write_metrics(path: Path, timing_file: Path, metrics: dict) -> dict:
     .scores_timing; a plain DVC out, so `dvc metrics show` stays narrow): its `timing` mapping (as the trainers give
     it), `timings_s`, and every top-level seconds or rate (`wall_s`, `phase1_step_s`, `tokens_per_s`;
     tracking.runs.is_timing). The timing file is written even empty: dvc.yaml declares it. Returns the timings."""
-    apart = lambda k: k in ("timing", "timings_s") or is_timing(k)
+    def apart(k: str) -> bool:
+        return k in ("timing", "timings_s") or is_timing(k)
+
     timing = {**(metrics.get("timing") or {}), **(metrics.get("timings_s") or {}),
               **{k: v for k, v in metrics.items() if apart(k) and k not in ("timing", "timings_s")}}
     write_json(path, {k: v for k, v in metrics.items() if not apart(k)})

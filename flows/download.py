@@ -7,8 +7,8 @@ from prefect import flow, get_run_logger
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import DownloadParams
 from mwpgen.data.fetch import resolve_mirror
-from mwpgen.io import write_json
 from mwpgen.data.sources import sources_for
+from mwpgen.io import write_json
 from tasks.download import fetch_source
 from tracking.runs import stage_run
 

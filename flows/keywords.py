@@ -11,8 +11,8 @@ from prefect import flow, get_run_logger
 from flows.common import DATA, fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.io import write_json, write_jsonl
 from mwpgen.data.keywords import noun_keywords, tfidf_keywords
+from mwpgen.io import write_json, write_jsonl
 from tracking.runs import stage_run
 
 

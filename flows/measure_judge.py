@@ -51,8 +51,12 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
     metrics_path, verdicts_path = paths.judge_measurement, paths.judge_verdicts
     if (dataset, fold) != LABELLED_FOLD:
         write_jsonl(verdicts_path, [])
-        result = {"dataset": dataset, "fold": fold, "n": 0,
-                  "no_labels": f"the blind labels (data/labels/judge) are of {LABELLED_FOLD[0]} fold {LABELLED_FOLD[1]}"}
+        result = {
+            "dataset": dataset,
+            "fold": fold,
+            "n": 0,
+            "no_labels": f"the blind labels (data/labels/judge) are of {LABELLED_FOLD[0]} fold {LABELLED_FOLD[1]}",
+        }
         write_json(metrics_path, result)
         return result
     log = get_run_logger()

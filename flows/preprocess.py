@@ -7,8 +7,8 @@ from prefect import flow
 
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import DATASETS, PreprocessParams
-from mwpgen.data.raw import read_arithmetic, read_mawps, read_translated_math23k
 from mwpgen.data.preprocess import PAPER_TABLE1
+from mwpgen.data.raw import read_arithmetic, read_mawps, read_translated_math23k
 from mwpgen.io import write_json
 from tasks.preprocess import preprocess_dataset
 from tracking.runs import stage_run

@@ -19,11 +19,20 @@ from flows.common import PROJECT_ROOT, fold_paths, params_or_exit, read_metrics,
 from mwpgen import paper, registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
-from mwpgen.evaluation.statistics import (BASELINE, FULL_MODEL, REFERENCE_METRICS, ablation_runs, ablation_summary,
-                                          deltas_vs_gpt_pre, judge_summary, observed_subsample, reported_datasets,
-                                          selection_summary, summary)
-from mwpgen.evaluation.tables import (SMOKE_BANNER, folds_table, mark_subsamples, table2, table3, table4,
-                                      table5)
+from mwpgen.evaluation.statistics import (
+    BASELINE,
+    FULL_MODEL,
+    REFERENCE_METRICS,
+    ablation_runs,
+    ablation_summary,
+    deltas_vs_gpt_pre,
+    judge_summary,
+    observed_subsample,
+    reported_datasets,
+    selection_summary,
+    summary,
+)
+from mwpgen.evaluation.tables import SMOKE_BANNER, folds_table, mark_subsamples, table2, table3, table4, table5
 from mwpgen.io import atomic_write_text, read_generations, read_json, read_jsonl, write_json
 from mwpgen.judge.readings import LABELLED_FOLD
 from mwpgen.ours.ablation import TABLE4_ROWS, table4_rows, variant_of
@@ -40,33 +49,45 @@ def _what_was_run(params: Params, train_metrics: dict[str, dict], other_profiles
     """`other_profiles`: _recorded_sizes of the datasets that runs of another profile added."""
     exp, tr = params.experiment, params.train
     o, s2s = tr.ours, tr.seq2seq
-    lines = ["### What was run", "",
-             f"- model: `{tr.model}`; datasets: {', '.join(exp.datasets)}; folds: {exp.folds} of "
-             f"{params.split.n_folds}; seed {exp.seed}",
-             *(f"- {d}: training examples per fold: " + ", ".join(
-                 f"{m} {registry.max_train(params, m, d) or 'all'}" for m in ("gpt_pre", "ours", "mwp2eq", "seq2seq_tf"))
-               + f" (seeded subsamples); test problems scored per fold: {exp.max_test_of(d) or 'all'}"
-               for d in exp.datasets),
-             *(f"- {d} (runs of `--profile {d}`, which params.yaml does not list now): training examples per fold: "
-               + ", ".join(f"{m} {n}" for m, n in sizes["train"].items())
-               + f"; test problems scored per fold: {sizes['test']} (as those runs recorded them)"
-               for d, sizes in other_profiles.items()),
-             f"- GPT/GPT-pre: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
-             f"max_steps {tr.generator.max_steps or 'none'}; evaluator: {tr.evaluator.epochs} epoch(s), batch "
-             f"{tr.evaluator.batch_size}, lr {tr.evaluator.lr}, max_steps {tr.evaluator.max_steps or 'none'}",
-             f"- ours: phase 1 {o.phase1.epochs} epoch(s) max_steps {o.phase1.max_steps or 'none'}, phase 2 "
-             f"{o.phase2.epochs} epoch(s) max_steps {o.phase2.max_steps or 'none'}, batch {o.batch_size}, lr {o.lr}; "
-             f"alpha {o.alpha}, beta {o.beta}, rho {o.rho}, tau {o.tau}, relaxation {o.relaxation}, context "
-             f"{o.context} (selector started from {o.selector_init}; slot of {o.context_tokens} tokens), L_eq on "
-             f"{o.equation_text.replace('_', '-')} text, mwp2eq initialised from {o.mwp2eq_init}",
-             f"- seq2seq: {s2s.steps} steps (x{s2s.math23k_steps_factor} on Math23K); LSTM {s2s.rnn_layers}x"
-             f"{s2s.rnn_hidden} (emb {s2s.emb_dim}), batch {s2s.rnn_batch_size}, Adagrad {s2s.rnn_lr}; transformer "
-             f"{s2s.tf_layers} layers x {s2s.tf_d_model} (ff {s2s.tf_ff}, {s2s.tf_heads} heads), {s2s.tf_batch_tokens}"
-             f" tokens/batch, Noam warm-up {s2s.tf_warmup_steps}; decoding {s2s.decoding} ({s2s.num_beams})",
-             f"- context: {params.keywords.baseline_context} keywords for the baselines (dropout "
-             f"{params.keywords.dropout} in training); LM decoding: {params.generate.decoding}, max "
-             f"{params.generate.max_new_tokens} new tokens", "",
-             "| run | training examples | steps | final training loss | wall (s) |", "|---|---|---|---|---|"]
+    lines = [
+        "### What was run",
+        "",
+        f"- model: `{tr.model}`; datasets: {', '.join(exp.datasets)}; folds: {exp.folds} of "
+        f"{params.split.n_folds}; seed {exp.seed}",
+        *(
+            f"- {d}: training examples per fold: "
+            + ", ".join(
+                f"{m} {registry.max_train(params, m, d) or 'all'}"
+                for m in ("gpt_pre", "ours", registry.EVALUATOR.name, "seq2seq_tf")
+            )
+            + f" (seeded subsamples); test problems scored per fold: {exp.max_test_of(d) or 'all'}"
+            for d in exp.datasets
+        ),
+        *(
+            f"- {d} (runs of `--profile {d}`, which params.yaml does not list now): training examples per fold: "
+            + ", ".join(f"{m} {n}" for m, n in sizes["train"].items())
+            + f"; test problems scored per fold: {sizes['test']} (as those runs recorded them)"
+            for d, sizes in other_profiles.items()
+        ),
+        f"- GPT/GPT-pre: {tr.generator.epochs} epoch(s), batch {tr.generator.batch_size}, lr {tr.generator.lr}, "
+        f"max_steps {tr.generator.max_steps or 'none'}; evaluator: {tr.evaluator.epochs} epoch(s), batch "
+        f"{tr.evaluator.batch_size}, lr {tr.evaluator.lr}, max_steps {tr.evaluator.max_steps or 'none'}",
+        f"- ours: phase 1 {o.phase1.epochs} epoch(s) max_steps {o.phase1.max_steps or 'none'}, phase 2 "
+        f"{o.phase2.epochs} epoch(s) max_steps {o.phase2.max_steps or 'none'}, batch {o.batch_size}, lr {o.lr}; "
+        f"alpha {o.alpha}, beta {o.beta}, rho {o.rho}, tau {o.tau}, relaxation {o.relaxation}, context "
+        f"{o.context} (selector started from {o.selector_init}; slot of {o.context_tokens} tokens), L_eq on "
+        f"{o.equation_text.replace('_', '-')} text, mwp2eq initialised from {o.mwp2eq_init}",
+        f"- seq2seq: {s2s.steps} steps (x{s2s.math23k_steps_factor} on Math23K); LSTM {s2s.rnn_layers}x"
+        f"{s2s.rnn_hidden} (emb {s2s.emb_dim}), batch {s2s.rnn_batch_size}, Adagrad {s2s.rnn_lr}; transformer "
+        f"{s2s.tf_layers} layers x {s2s.tf_d_model} (ff {s2s.tf_ff}, {s2s.tf_heads} heads), {s2s.tf_batch_tokens}"
+        f" tokens/batch, Noam warm-up {s2s.tf_warmup_steps}; decoding {s2s.decoding} ({s2s.num_beams})",
+        f"- context: {params.keywords.baseline_context} keywords for the baselines (dropout "
+        f"{params.keywords.dropout} in training); LM decoding: {params.generate.decoding}, max "
+        f"{params.generate.max_new_tokens} new tokens",
+        "",
+        "| run | training examples | steps | final training loss | wall (s) |",
+        "|---|---|---|---|---|",
+    ]
     for name, m in sorted(train_metrics.items()):
         if m.get("not_run"):
             lines.append(f"| {name} | | | | not run: {m['not_run']} |")

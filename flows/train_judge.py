@@ -2,16 +2,15 @@
 
 An LM (params `judge.backbone`: the fold's evaluator, or the pre-trained LM) reads "problem: M equation: E consistent:";
 a linear head on its hidden state after `judge.layer` decoder layers says p(M encodes E). The head is fitted on the
-blind readings of training-fold equations only (the `train` part: data/labels/corpus, corpus_round2 and corpus_round3); with
-`judge.finetune_layers` the top layers are trained with it, one run per seed. The readings of validation equations
+blind readings of training-fold equations only (the `train` part: data/labels/corpus, corpus_round2 and corpus_round3);
+with `judge.finetune_layers` the top layers are trained with it, one run per seed. The readings of validation equations
 (data/labels/judge's validation part, data/labels/verify_pools' validation pools) choose the seed (best AUC) and the
-threshold:
-the highest that accepts `judge.recall` of the validation problems read right. Test readings are never read here:
-measure_judge measures the judge on them (mwpgen/judge/readings.py keeps the parts apart).
+threshold: the highest that accepts `judge.recall` of the validation problems read right. Test readings are never read
+here: measure_judge measures the judge on them (mwpgen/judge/readings.py keeps the parts apart).
 
 The rule (mwpgen/judge/rule.py `judged`, with the fold's evaluator's greedy parse, as evaluate applies it) judges the
-same validation readings. The judge is tried alone and gated by the rule (accepting only what the rule accepts); the form
-of higher validation precision at `judge.recall` is kept. It must then earn its place: it is adopted only if its
+same validation readings. The judge is tried alone and gated by the rule (accepting only what the rule accepts); the
+form of higher validation precision at `judge.recall` is kept. It must then earn its place: it is adopted only if its
 precision at its threshold is above the rule's precision (mwpgen.judge.choose.against_the_rule).
 
 Writes models/judge/<dataset>/fold<k>: the adopted judge (backbone layers, head, judge.json with its threshold, its
@@ -31,9 +30,9 @@ from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
+from mwpgen.data.folds import test_ids
 from mwpgen.io import write_json
 from mwpgen.judge.choose import check_classes, subsample
-from mwpgen.data.folds import test_ids
 from mwpgen.judge.readings import CHOOSING_SETS, CORPORA, LABELLED_FOLD, LABELS, readings, refuse_leaks
 from mwpgen.judge.rule import judged
 from mwpgen.judge.saved import save_no_judge

@@ -49,8 +49,8 @@ def train_ours(params: Params, dataset: str, fold: int, variant: str | None = No
     cfg = variant_params(params.train.ours, variant) if variant else params.train.ours
     model = registry.ablation_model(variant) if variant else "ours"
     exp = params.experiment
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset), exp.seed,
-                     validation_size=exp.validation_size)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset),
+                     exp.seed, validation_size=exp.validation_size)
     paths = fold_paths(model, dataset, fold)
     keywords = fold_keywords(paths, cfg.context, "train") if cfg.context != "selector" else None
     warm_start = cfg.context == "selector" and cfg.selector_init == "keywords"

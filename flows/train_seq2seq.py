@@ -15,8 +15,16 @@ from __future__ import annotations
 
 from prefect import flow, get_run_logger
 
-from flows.common import (DATA, fold_keywords, fold_paths, params_or_exit, record_training, run_stage, stage_args,
-                          write_metrics)
+from flows.common import (
+    DATA,
+    fold_keywords,
+    fold_paths,
+    params_or_exit,
+    record_training,
+    run_stage,
+    stage_args,
+    write_metrics,
+)
 from mwpgen import registry
 from mwpgen.config.schema import Params
 from mwpgen.data.folds import load_fold
@@ -31,8 +39,8 @@ from tracking.runs import fold_run
 def train_seq2seq(params: Params, model: str, dataset: str, fold: int) -> dict:
     log = get_run_logger()
     exp, cfg = params.experiment, params.train.seq2seq
-    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset), exp.seed,
-                     validation_size=exp.validation_size)
+    data = load_fold(DATA, dataset, fold, registry.max_train(params, model, dataset), exp.max_test_of(dataset),
+                     exp.seed, validation_size=exp.validation_size)
     paths = fold_paths(model, dataset, fold)
     checkpoint, out = paths.model_dir, paths.train_metrics
     context = params.keywords.baseline_context

@@ -3,10 +3,9 @@ or a second machine draws the same batches."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
-
 
 # Batches per pool of length-grouped batching: wide enough that a pool's sorted lengths leave little padding, narrow
 # enough that a batch still holds examples from all over the epoch's order (Hugging Face's group_by_length uses 50).

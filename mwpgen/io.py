@@ -9,9 +9,10 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 
 class DataFormatError(ValueError):

@@ -10,7 +10,7 @@ weighted as its step computed it. Throughput and seconds per step are timings: t
 from __future__ import annotations
 
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 # The names of a log record that are timings, not measurements of the model.
 TIMING = ("step_s", "tokens_per_s", "examples_per_s")

@@ -1,6 +1,6 @@
 """Where every stage reads and writes, relative to the project root: one object per (model, dataset, fold).
 
-dvc.yaml spells the same paths with `${item...}`; tests/test_dvc_deps.py checks that the two agree.
+dvc.yaml spells the same paths with `${item...}`; tests/pipeline/test_dvc_deps.py checks that the two agree.
 """
 
 from __future__ import annotations
@@ -108,9 +108,9 @@ class FoldPaths:
         return self.root / "results" / "judge" / self.dataset / f"fold{self.fold}.jsonl"
 
     @property
-    def evaluator(self) -> "FoldPaths":
+    def evaluator(self) -> FoldPaths:
         """The same fold's independent evaluator mwp2eq."""
         return FoldPaths(self.root, EVALUATOR.name, self.dataset, self.fold)
 
-    def of(self, model: str | None) -> "FoldPaths":
+    def of(self, model: str | None) -> FoldPaths:
         return FoldPaths(self.root, model, self.dataset, self.fold)

@@ -4,10 +4,11 @@ A model's `name` is its folder under models/, results/ and metrics/, its MLflow 
 value. Flows and the report dispatch on `family`, never on the spelling of a name. Adding a model = one entry
 here + its params (and, for a new family, its trainer and decoder).
 
-    causal_lm  a causal LM fine-tuned with L_LM (Eq. 3) on "equation + context -> problem"  (stage `train`)
+    causal_lm  a causal LM fine-tuned with L_LM (Eq. 3) on "equation + context -> problem"  (stage `train_generator`)
     seq2seq    an encoder-decoder trained from scratch                                   (stage `train_seq2seq`)
     ours       the paper's method: selector + generator + co-trained mwp2eq               (stage `train_ours`)
-    mwp2eq     the independent evaluator problem -> equation that judges ACC-eq          (stage `train_evaluator`)
+    mwp2eq     a problem -> equation LM: model `evaluator`, the independent parser that judges ACC-eq
+               (stage `train_evaluator`)
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class ModelSpec:
         return {"causal_lm": "lm", "ours": "ours", "seq2seq": "seq2seq"}[self.family]
 
 
-EVALUATOR = ModelSpec("mwp2eq", "mwp2eq", "mwp2eq oracle", "oracle")
+EVALUATOR = ModelSpec("evaluator", "mwp2eq", "mwp2eq oracle", "oracle")
 
 # Table 2's generators, in the paper's row order.
 GENERATORS: tuple[ModelSpec, ...] = (

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from mwpgen.early_stopping import EarlyStopping
 from mwpgen.log_window import LogWindow

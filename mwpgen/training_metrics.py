@@ -14,7 +14,7 @@ change from run to run and machine to machine, the measurements do not. Its curv
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from mwpgen.log_window import TIMING
 
@@ -40,7 +40,8 @@ def curve_csv(history: Sequence[Mapping], validations: Sequence[Mapping], column
     for v in validations:
         rows.setdefault(v["step"], {"step": v["step"]})["val_loss"] = v["val_loss"]
     names = [*CURVE_COLUMNS, *columns]
-    cell = lambda x: "" if x is None else f"{x:.6f}" if isinstance(x, float) else str(x)  # noqa: E731
+    def cell(x):
+        return "" if x is None else f"{x:.6f}" if isinstance(x, float) else str(x)
     lines = [",".join(names)] + [",".join(cell(rows[s].get(k)) for k in names) for s in sorted(rows)]
     return "\n".join(lines) + "\n"
 

@@ -1,8 +1,8 @@
 """Tuning ours' generator on what readers found right: its own candidates for training-fold equations, read blind.
 
-The prompt is the one inference builds (mwpgen/ours/inputs.py): the equation and the context words the candidate was written
-from, in the fixed-width slot; the selector and the co-trained mwp2eq are left as they are, so the tuned bundle is
-used as ours is (`mwpgen generate`, the served model, the tables).
+The prompt is the one inference builds (mwpgen/ours/inputs.py): the equation and the context words the candidate was
+written from, in the fixed-width slot; the selector and the co-trained mwp2eq are left as they are, so the tuned bundle
+is used as ours is (`mwpgen generate`, the served model, the tables).
 
 - RFT (rejection-sampling fine-tuning; STaR, Zelikman et al. 2022): L_LM on the read-right candidates, mixed with
   the fold's own training problems so fluency holds: L = - sum_i log p_Theta(M_i | E_i, c_i) / sum_i |M_i|, the
@@ -19,8 +19,8 @@ used as ours is (`mwpgen generate`, the served model, the tables).
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -79,7 +79,9 @@ def preference_pairs(readings: Sequence[dict], per_group: int, seed: int) -> lis
     return pairs
 
 
-def rft_examples(readings: Sequence[dict], training: Sequence[JointExample], mix: float, seed: int) -> list[JointExample]:
+def rft_examples(
+    readings: Sequence[dict], training: Sequence[JointExample], mix: float, seed: int
+) -> list[JointExample]:
     """The read-right candidates, and `mix` training problems per candidate (seeded draw, with replacement when
     there are fewer)."""
     right = [JointExample(r["equation"], r["generated"], tuple(r["context"].split()))

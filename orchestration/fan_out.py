@@ -1,13 +1,13 @@
 """The pipeline fanned out over Prefect workers: one `fold` flow run per (dataset, fold), then the report here.
 
-Every (dataset, fold) of params.yaml's experiment is submitted to the `fold` deployment (orchestration/fold_run.py), at most
-`concurrency` at a time; each runs on whichever worker of the work pool is free, in that worker's own clone, and
+Every (dataset, fold) of params.yaml's experiment is submitted to the `fold` deployment (orchestration/fold_run.py), at
+most `concurrency` at a time; each runs on whichever worker of the work pool is free, in that worker's own clone, and
 pushes its outputs to the DVC remote. A fold run that fails or crashes (its machine lost, its process killed) is
-submitted again by Prefect (`retries`); it resumes from what the remote and that worker's clone already hold. As
-each comes back, its uncached outputs (metrics, scores, curves) are written here and its dvc.lock entries merged
-into this clone's dvc.lock (both read from the server, orchestration/fold_run.py); then the cached outputs are pulled from the
-remote and `report` runs here -- the only stage that does. A fold that still fails is named in the error, and the other folds'
-entries stay merged and their outputs pulled. One MLflow run, `pipeline`, is the parent of every stage run.
+submitted again by Prefect (`retries`); it resumes from what the remote and that worker's clone already hold. As each
+comes back, its uncached outputs (metrics, scores, curves) are written here and its dvc.lock entries merged into this
+clone's dvc.lock (both read from the server, orchestration/fold_run.py); then the cached outputs are pulled from the
+remote and `report` runs here -- the only stage that does. A fold that still fails is named in the error, and the other
+folds' entries stay merged and their outputs pulled. One MLflow run, `pipeline`, is the parent of every stage run.
 
     python -m orchestration.fan_out                       # a Prefect server, the `fold` deployment and workers running
 """
@@ -26,8 +26,15 @@ from prefect.deployments import run_deployment
 from prefect.futures import as_completed
 
 from flows.common import PROJECT_ROOT, params_or_exit
-from orchestration.fold_run import (DvcCommandError, FoldError, artifact_key, dvc, outputs_of, params_digest,
-                        read_fold_markdown)
+from orchestration.fold_run import (
+    DvcCommandError,
+    FoldError,
+    artifact_key,
+    dvc,
+    outputs_of,
+    params_digest,
+    read_fold_markdown,
+)
 from orchestration.prefect_api import API_ENV, api_env, is_serving
 from tracking.runs import PARENT_ENV, stage_run
 
@@ -103,7 +110,7 @@ def pipeline_folds(deployment: str = FOLD_DEPLOYMENT, concurrency: int = 2) -> d
             dataset, fold = running.pop(future)
             try:
                 entries, files = future.result()
-            except Exception as e:  # noqa: BLE001 -- whatever ended the fold, it is reported by name below
+            except Exception as e:  # whatever ended the fold, it is reported by name below
                 failed[f"{dataset}-{fold}"] = f"{type(e).__name__}: {e}"
                 log.error("%s fold %d failed after retries: %s", dataset, fold, e)
                 continue

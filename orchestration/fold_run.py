@@ -6,7 +6,8 @@ data stages they depend on and skips what is up to date, so a rerun after a cras
 resumes from its own checkpoint), `dvc push` what they produced. The fold's `dvc.lock` entries -- the addresses
 of its outputs in the remote -- and the small outputs DVC does not cache (metrics, scores, training curves: they
 live in git, not in the remote) go to the Prefect server as a markdown artifact (`dvc-lock-<dataset>-<fold>`), so
-the run that submitted the fold (orchestration/fan_out.py) needs nothing from this machine but the remote and the server.
+the run that submitted the fold (orchestration/fan_out.py) needs nothing from this machine but the remote and the
+server.
 
 Stage runs log to MLflow beneath `parent_run_id` (MLFLOW_TRACKING_URI must then name a tracking server every
 machine reaches; the default sqlite file is per clone).
@@ -58,7 +59,8 @@ def outputs_of(repo, stages: set[str] | list[str]) -> list:
 
 
 def is_fold_stage(name: str, dataset: str, fold: int) -> bool:
-    """Matrix stages of this fold: `train@gpt-arithmetic-0`, `keywords@arithmetic-0`, ... (not `...-arithmetic-10`)."""
+    """Matrix stages of this fold: `train_generator@gpt-arithmetic-0`, `keywords@arithmetic-0`, ... (not
+    `...-arithmetic-10`)."""
     _, _, item = name.partition("@")
     return item == f"{dataset}-{fold}" or item.endswith(f"-{dataset}-{fold}")
 

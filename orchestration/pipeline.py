@@ -30,13 +30,13 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.common import DEBUG_ENV, PROJECT_ROOT, NoTraceback, params_or_exit
+from mwpgen.config.files import ParamsError
+from mwpgen.config.profiles import apply_profile, resolve_profile
+from mwpgen.config.schema import Params
 from orchestration.fold_run import DvcCommandError, dvc
 from orchestration.prefect_api import api_env, shared_api
 from orchestration.repro import NOISE, CloneBusy, Repro, clone_lock, dvc_repro_args, stage_names, unknown_targets
 from orchestration.status import remote_note, tracking_store_problem
-from mwpgen.config.files import ParamsError
-from mwpgen.config.profiles import apply_profile, resolve_profile
-from mwpgen.config.schema import Params
 from tracking.runs import PARENT_ENV, client, experiment_id, stage_run, tracking_uri
 
 
@@ -134,7 +134,8 @@ def pipeline(targets: list[str] | None = None, force: bool = False, params_file:
             raise
         finally:
             wall = time.time() - start
-            # MLflow metric names may not contain "@" (DVC's matrix stage names do): train@gpt-... -> train:gpt-...
+            # MLflow metric names may not contain "@" (DVC's matrix stage names do):
+            # train_generator@gpt-... -> train_generator:gpt-...
             run.metrics({"wall_s": wall, **{f"stage_wall_s.{k.replace('@', ':')}": v
                                             for k, v in repro.seconds.items()}})
             for path in ("dvc.lock", "params.yaml"):
@@ -192,9 +193,12 @@ def main() -> None:
     cli.add_argument("--verbose", action="store_true",
                      help="echo every line the stages print (Prefect's run states, DVC's hints, progress bars)")
     cli.add_argument("--no-push", action="store_true", help="do not `dvc push` the results to the DVC remote")
-    cli.add_argument("--no-commit", action="store_true",
-                     help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
-                          "a first look whose models are thrown away; `dvc commit` caches them later")
+    cli.add_argument(
+        "--no-commit",
+        action="store_true",
+        help="do not copy the outputs into the DVC cache (`dvc repro --no-commit`; implies --no-push): for "
+        "a first look whose models are thrown away; `dvc commit` caches them later",
+    )
     args = cli.parse_args()
     if args.profile:
         try:

@@ -19,9 +19,9 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 API_ENV = "PREFECT_API_URL"
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,7 +67,7 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except Exception:  # noqa: BLE001 -- best effort: without it, only a clean exit stops the server
+    except Exception:  # best effort: without it, only a clean exit stops the server
         pass
 
 
@@ -79,7 +79,7 @@ def flush_to_api(timeout_s: float = 10) -> None:
         if worker is not None:
             try:
                 worker.drain_all(timeout=timeout_s, at_exit=False)
-            except Exception:  # noqa: BLE001 -- a flush that fails must not hide why the run ended
+            except Exception:  # a flush that fails must not hide why the run ended
                 pass
 
 

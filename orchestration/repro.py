@@ -22,9 +22,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from orchestration import dvc_command
 
@@ -32,8 +32,9 @@ RUNNING = re.compile(r"^Running stage '(?P<stage>[^']+)':")
 DVC_FAILED = re.compile(r"^ERROR: failed to reproduce '(?P<stage>[^']+)'")
 # Lines every stage prints that say nothing about what it did: Prefect's run states and links, DVC's lock update and
 # push hint (the pipeline pushes itself), progress bars, blank lines. `--verbose` shows them.
-NOISE = re.compile(r"Beginning flow run '|View at https?://|Finished in state Completed\(\)|^(Generating|Updating) lock file "
-                   r"'dvc\.lock'|^Use `dvc push` to send|\d+%\|.*\| *\d+/\d+ \[|^\s*$")
+NOISE = re.compile(r"Beginning flow run '|View at https?://|Finished in state Completed\(\)"
+                   r"|^(Generating|Updating) lock file 'dvc\.lock'|^Use `dvc push` to send"
+                   r"|\d+%\|.*\| *\d+/\d+ \[|^\s*$")
 # CPython's own report of a crash: what a stage's Python prints when a Ctrl-C reaches it while it is still starting
 # (importing `site`), before any handler of the stage can turn the interruption into its one line.
 CRASH_START = re.compile(r"^(Traceback \(most recent call last\):|Fatal Python error|Python runtime state"

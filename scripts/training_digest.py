@@ -22,28 +22,35 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # tiny_model: the tests' tiny random Llama
+sys.path.insert(0, str(ROOT))  # the checkout: tests.helpers.tiny_model, the tests' tiny random Llama
 
-from tiny_model import tiny_model_dir  # noqa: E402
-
-from mwpgen.config.schema import OursTrainParams, Seq2SeqTrainParams  # noqa: E402
-from mwpgen.lm.loading import load_model_and_tokenizer  # noqa: E402
-from mwpgen.lm.prompts import generator_example, mwp2eq_examples  # noqa: E402
-from mwpgen.lm.training import train_causal_lm  # noqa: E402
-from mwpgen.ours.selector import ContextSelector  # noqa: E402
-from mwpgen.ours.inputs import JointExample  # noqa: E402
-from mwpgen.ours.steps import JointModels  # noqa: E402
-from mwpgen.ours.training import train_joint  # noqa: E402
-from mwpgen.seq2seq.baseline import train_baseline  # noqa: E402
+from mwpgen.config.schema import OursTrainParams, Seq2SeqTrainParams  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.lm.loading import load_model_and_tokenizer  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.lm.prompts import generator_example, mwp2eq_examples  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.lm.training import train_causal_lm  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.ours.inputs import JointExample  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.ours.joint_step import JointModels  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.ours.selector import ContextSelector  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.ours.training import train_joint  # noqa: E402 — after sys.path gets the checkout
+from mwpgen.seq2seq.baseline import train_baseline  # noqa: E402 — after sys.path gets the checkout
+from tests.helpers.tiny_model import tiny_model_dir  # noqa: E402 — after sys.path gets the checkout
 
 STORIES = [
-    ("x = num1 - num2", "Joan found num1 shells on the beach . She gave num2 away . How many are left ?", "shells beach"),
+    (
+        "x = num1 - num2",
+        "Joan found num1 shells on the beach . She gave num2 away . How many are left ?",
+        "shells beach",
+    ),
     ("x = num1 * num2", "Tom has num1 boxes with num2 candies each . How many candies ?", "boxes candies"),
     ("x = num1 + num2", "A jar holds num1 marbles . Sam adds num2 marbles . How many now ?", "jar marbles"),
     ("x = num1 / num2", "Ann shares num1 apples among num2 friends . How many each ?", "apples friends"),
     ("x = num1 - num2", "A bus had num1 people . num2 got off . How many are on the bus ?", "bus people"),
     ("x = num1 + num2 + num3", "Kim read num1 pages , then num2 , then num3 . How many pages ?", "pages"),
-    ("x = ( num1 + num2 ) * num3", "Each of num3 bags has num1 red and num2 blue beads . How many beads ?", "bags beads"),
+    (
+        "x = ( num1 + num2 ) * num3",
+        "Each of num3 bags has num1 red and num2 blue beads . How many beads ?",
+        "bags beads",
+    ),
     ("x = num1 * num2 - num3", "A box has num1 rows of num2 eggs . num3 broke . How many are whole ?", "box eggs"),
 ]
 RECORDS = [{"id": str(i), "equation": e, "text": t} for i, (e, t, _) in enumerate(STORIES)]
@@ -108,11 +115,16 @@ def ours(model_dir: Path) -> None:
         models = JointModels(gen, mwp2eq, tok, selector)
         logs: list[dict] = []
         out = train_joint(models, examples, cfg, seed=11, log_every=2, validation=validation, dropout=0.3,
-                          on_log=lambda r: logs.append({k: v for k, v in r.items() if k != "step_s"}))
+                          on_log=lambda r, logs=logs: logs.append({k: v for k, v in r.items() if k != "step_s"}))
         weights = "-".join(digest(m) for m in (gen, mwp2eq, selector) if m is not None)
         history = [{k: v for k, v in h.items() if k != "step_s"} for h in out["history"]]
-        report = {"val": out["validations"], "best_steps": out["best_steps"], "steps_run": out["steps_run"], "h": history,
-                  "log": logs}
+        report = {
+            "val": out["validations"],
+            "best_steps": out["best_steps"],
+            "steps_run": out["steps_run"],
+            "h": history,
+            "log": logs,
+        }
         print(f"ours-{context} weights {weights} report {digest(report)} steps_run {out['steps_run']} "
               f"best {out['best_steps']}")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docs/many_machines.md, followed on this one machine: a Prefect server, a process pool, two workers in
-# their own clones, a local-folder remote, the tiny two-fold scenario of tests/fold_scenario.py; then a fresh clone
+# their own clones, a local-folder remote, the tiny two-fold scenario of tests/helpers/fold_scenario.py; then a fresh clone
 # of the committed result pulls it. Usage: bash scripts/try_many_machines.sh [scratch folder]
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -9,7 +9,7 @@ cd "$ROOT" && . scripts/env.sh
 python - "$R" <<'PY'
 import sys
 from pathlib import Path
-from tests.fold_scenario import base_project  # run from the project root: it is on sys.path
+from tests.helpers.fold_scenario import base_project  # run from the project root: it is on sys.path
 base_project(Path(sys.argv[1]), Path(sys.argv[1]) / "remote")
 PY
 for c in submit worker1 worker2; do git clone -q $R/base $R/$c && ln -s "$ROOT/.venv" $R/$c/.venv; done

@@ -1,4 +1,4 @@
-"""Fine-tune a causal LM (GPT, GPT-pre, the evaluator): the `train` and `train_evaluator` stages' task."""
+"""Fine-tune a causal LM (GPT, GPT-pre, the evaluator): the `train_generator` and `train_evaluator` stages' task."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import LMTrainParams, Params
+from mwpgen.device import resolve_device
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.training import train_causal_lm
-from mwpgen.runtime import resolve_device
 
 
 @task(cache_policy=NO_CACHE)

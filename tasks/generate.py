@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
+from mwpgen.device import resolve_device
 from mwpgen.lm import decoding
 from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import generate_with_context, load_bundle
 from mwpgen.ours.inputs import JointExample
-from mwpgen.runtime import resolve_device
 from mwpgen.seq2seq.decode import generate_baseline
 
 
@@ -27,7 +27,9 @@ def generate_lm(params: Params, checkpoint_dir: Path, prompts: list[str]) -> lis
 
 
 @task(cache_policy=NO_CACHE)
-def generate_ours(params: Params, bundle_dir: Path, examples: Sequence[JointExample]) -> tuple[list[str], list[list[str]]]:
+def generate_ours(
+    params: Params, bundle_dir: Path, examples: Sequence[JointExample]
+) -> tuple[list[str], list[list[str]]]:
     generator, tokenizer, selector, settings = load_bundle(bundle_dir, resolve_device(params.train.device))
     g = params.generate
     return generate_with_context(generator, tokenizer, selector, examples, width=settings["context_tokens"],

@@ -9,9 +9,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
+from mwpgen.device import resolve_device
 from mwpgen.judge.model import LearnedJudge
 from mwpgen.judge.saved import JudgeInfo
-from mwpgen.runtime import resolve_device
 
 
 @task(cache_policy=NO_CACHE)

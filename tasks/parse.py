@@ -8,9 +8,9 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
+from mwpgen.device import resolve_device
 from mwpgen.lm import decoding
 from mwpgen.lm.loading import load_trained
-from mwpgen.runtime import resolve_device
 
 
 @task(cache_policy=NO_CACHE)

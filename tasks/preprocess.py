@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE

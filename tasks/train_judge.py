@@ -3,16 +3,16 @@ validation better than the rule: the `train_judge` task."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
+from mwpgen.device import autocast_dtype, needs_grad_scaler, resolve_device
 from mwpgen.judge.choose import against_the_rule, fit_and_choose
 from mwpgen.judge.saved import save_no_judge
-from mwpgen.runtime import autocast_dtype, needs_grad_scaler, resolve_device
 
 
 @task(cache_policy=NO_CACHE)

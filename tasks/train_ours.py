@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import OursTrainParams, Params
-from mwpgen.ours.build import train_and_save
+from mwpgen.device import resolve_device
 from mwpgen.ours.inputs import JointExample
+from mwpgen.ours.train_and_save import train_and_save
 from mwpgen.paths import FoldPaths
-from mwpgen.runtime import resolve_device
 
 
 @task(cache_policy=NO_CACHE)

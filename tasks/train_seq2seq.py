@@ -6,16 +6,16 @@ seed and `params.train.device`, so a flow passes only the data.
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import Params
+from mwpgen.device import resolve_device
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE
 from mwpgen.paths import FoldPaths
 from mwpgen.seq2seq.baseline import train_baseline
-from mwpgen.runtime import resolve_device
 
 # Downloaded GloVe lives beside the other model weights, outside the repository (MWPGEN_MODEL_CACHE).
 GLOVE_CACHE = DEFAULT_MODEL_CACHE / "glove"

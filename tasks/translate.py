@@ -11,8 +11,13 @@ from prefect.cache_policies import NO_CACHE
 
 from mwpgen.config.schema import TranslateParams
 from mwpgen.data.raw import read_math23k, read_math23k_reference
-from mwpgen.data.translate import (DeepTranslatorBackend, TranslationCache, TranslationIncomplete, seed_from_reference,
-                                   translate_all)
+from mwpgen.data.translate import (
+    DeepTranslatorBackend,
+    TranslationCache,
+    TranslationIncomplete,
+    seed_from_reference,
+    translate_all,
+)
 from mwpgen.io import write_jsonl
 
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mwpgen import resume, tuning
 from mwpgen.config.schema import Params
+from mwpgen.device import autocast_dtype, resolve_device
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, save_bundle, select_context
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.paths import PROJECT_ROOT
-from mwpgen.runtime import autocast_dtype, resolve_device
 
 
 def selected_examples(tokenizer, selector, records: Sequence[dict], settings: dict) -> list[JointExample]:

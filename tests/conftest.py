@@ -7,9 +7,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -19,8 +19,7 @@ import pytest
 # stage processes the tests start inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from orchestration.prefect_api import free_port, pointed_server  # noqa: F401 -- free_port: tests use it
-from scratch_project import MIRROR, ROOT, copy_project, run_in, scratch_env  # noqa: F401 -- tests use them
+from orchestration.prefect_api import pointed_server
 
 
 def wait_until_serving(url: str, server: subprocess.Popen, log: Path, what: str, timeout_s: float) -> None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlparse
 
 from tracking.runs import tracking_uri
@@ -59,7 +59,7 @@ def check_reachable(store: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         with socket.create_connection((parsed.hostname, port), timeout=timeout_s):
             pass
     except OSError as e:  # refused, unreachable, unknown host, or no answer within timeout_s
-        why = "no answer within {:.0f} s".format(timeout_s) if isinstance(e, TimeoutError) else (
+        why = f"no answer within {timeout_s:.0f} s" if isinstance(e, TimeoutError) else (
             e.strerror or type(e).__name__)
         raise ModelStoreError(f"cannot reach the MLflow tracking server at {store} ({why}); start it, or set "
                               "MLFLOW_TRACKING_URI to one that runs") from None

@@ -89,12 +89,12 @@ def active_profile(params_path: Path = PROJECT_ROOT / "params.yaml",
 
 @lru_cache(maxsize=1)
 def machine() -> dict:
-    """Where and from what code a stage computed: the CPU and its kind (mwpgen.runtime.cpu_kind), the GPU if one is
+    """Where and from what code a stage computed: the CPU and its kind (mwpgen.device.cpu_kind), the GPU if one is
     used, the commit and whether the code differed from it. Kept beside a stage's timings (flows.common.write_metrics),
     so every per-fold row says which machine and commit it came from."""
     import torch
 
-    from mwpgen.runtime import cpu_kind
+    from mwpgen.device import cpu_kind
 
     out = cpu_kind()
     if torch.cuda.is_available():

@@ -52,10 +52,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Iterator
 
 import mlflow
 import pandas as pd

@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from mwpgen.paths import PROJECT_ROOT

@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 
 from mlflow.exceptions import MlflowException
-from mlflow.protos.databricks_pb2 import (DEADLINE_EXCEEDED, INTERNAL_ERROR, INVALID_PARAMETER_VALUE,
-                                          TEMPORARILY_UNAVAILABLE)
+from mlflow.protos.databricks_pb2 import (
+    DEADLINE_EXCEEDED,
+    INTERNAL_ERROR,
+    INVALID_PARAMETER_VALUE,
+    TEMPORARILY_UNAVAILABLE,
+)
 
 RETRY_AFTER_S = 5  # a busy call's advice: about one verify-8 call's time on the README's 2-core CPU
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from mwpgen.config.schema import Params
 
+
 def describe_params() -> str:
     """Every key with its type, default and help text (`python -m mwpgen.config`)."""
     out = []
@@ -14,7 +15,9 @@ def describe_params() -> str:
         for name, f in field.annotation.model_fields.items():
             if isinstance(f.default, BaseModel):
                 out.append(f"  {name}:")
-                out += [f"    {n} = {g.default!r}  # {g.description or ''}" for n, g in type(f.default).model_fields.items()]
+                out += [
+                    f"    {n} = {g.default!r}  # {g.description or ''}" for n, g in type(f.default).model_fields.items()
+                ]
             else:
                 out.append(f"  {name} = {f.default!r}  # {f.description or ''}")
     return "\n".join(out)

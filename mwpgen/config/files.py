@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+
 class ParamsError(ValueError):
     """params.yaml is invalid; the message names every key at fault."""
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from mwpgen.config.files import ParamsError, parse_yaml, read_yaml
 from mwpgen.config.schema import validate_params
 
+
 def _merge(base: dict, override: dict, prefix: str = "") -> list[str]:
     changed = []
     for key, value in override.items():
@@ -86,7 +87,8 @@ def apply_profile(params_path: str | os.PathLike, profile_path: str | os.PathLik
         _merge_keeping_layout(doc, profile)
         buf = io.StringIO()
         round_trip.dump(doc, buf)
-        if parse_yaml(buf.getvalue(), str(params_path)) != raw:  # the round trip must write exactly the validated values
+        # the round trip must write exactly the validated values
+        if parse_yaml(buf.getvalue(), str(params_path)) != raw:
             raise ParamsError(f"{params_path}: could not apply {profile_path.name} without changing other values")
         tmp = params_path.with_name(f".{params_path.name}.tmp-{os.getpid()}")
         tmp.write_text(buf.getvalue(), encoding="utf-8")

@@ -2,7 +2,7 @@
 
 An unknown key, a wrong type or an out-of-range value raises `ParamsError` whose message names the file, the dotted
 key and what is allowed. Every default of every parameter lives here and nowhere else: the library's trainers take
-these sections (or their fields, by the same names); `tests/test_config.py` fails on a default declared twice.
+these sections (or their fields, by the same names); `tests/unit/test_config.py` fails on a default declared twice.
 """
 
 from __future__ import annotations
@@ -43,7 +43,9 @@ class TranslateParams(Section):
     seed_from_reference: bool = Field(
         True, description="Seed the cache with the paper authors' reference English translation of Math23K."
     )
-    batch_size: int = Field(32, ge=1, le=1000, description="Texts per translator call; the cache is flushed after each.")
+    batch_size: int = Field(
+        32, ge=1, le=1000, description="Texts per translator call; the cache is flushed after each."
+    )
     timeout_s: float = Field(15.0, gt=0, le=600, description="Timeout of one translator call.")
     max_retries: int = Field(3, ge=0, le=20, description="Retries of a failed translator call before giving up.")
     backoff_s: float = Field(2.0, ge=0, le=600, description="First retry delay; doubles on each retry.")
@@ -293,7 +295,7 @@ class JudgeParams(Section):
     chosen on readings of validation equations (mwpgen/judge/readings.py)."""
 
     backbone: Literal["evaluator", "pretrained"] = Field(
-        "evaluator", description="The LM the judge reads with: the fold's evaluator (models/mwp2eq/<dataset>/"
+        "evaluator", description="The LM the judge reads with: the fold's evaluator (models/evaluator/<dataset>/"
         "fold<k>: it already reads problems into equations) or the pre-trained LM (train.model).")
     layer: int = Field(12, ge=1, le=256, description="Decoder layers kept: the head reads the hidden state after "
                        "this many (12 of SmolLM2-135M's 30 separated right from wrong best, studies/learned_judge); "
@@ -315,7 +317,7 @@ class JudgeParams(Section):
                               "readings, each class in proportion and at least 2 of each (0 = all of them).")
 
     @model_validator(mode="after")
-    def _finetune_within_layer(self) -> "JudgeParams":
+    def _finetune_within_layer(self) -> JudgeParams:
         if self.finetune_layers > self.layer:
             raise ValueError(f"judge.finetune_layers ({self.finetune_layers}) must be at most judge.layer "
                              f"({self.layer}): only the kept layers can be trained")
@@ -340,7 +342,7 @@ class ModelsParams(Section):
     """Which models run: dvc.yaml's matrices read these lists (mwpgen/registry.py describes each model)."""
 
     causal_lm: list[str] = Field(list(registry.names("causal_lm")),
-                                 description="Causal-LM generators the `train` stage fine-tunes.")
+                                 description="Causal-LM generators the `train_generator` stage fine-tunes.")
     seq2seq: list[str] = Field(list(registry.names("seq2seq")),
                                description="Seq2seq baselines the `train_seq2seq` stage trains.")
     generate: list[str] = Field(list(registry.names(table2=True)),
@@ -362,7 +364,7 @@ class ModelsParams(Section):
         return _known(names, registry.names(table2=True), "generators")
 
     @model_validator(mode="after")
-    def _trained_before_generated(self) -> "ModelsParams":
+    def _trained_before_generated(self) -> ModelsParams:
         untrained = [n for n in self.generate if registry.MODELS[n].family in ("causal_lm", "seq2seq")
                      and n not in (*self.causal_lm, *self.seq2seq)]
         if untrained:
@@ -442,7 +444,7 @@ class Params(Section):
     serve: ServeParams = ServeParams()
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Params":
+    def _consistent(self) -> Params:
         """Checks across sections; each message names the keys involved."""
         n = self.split.n_folds
         problems = []

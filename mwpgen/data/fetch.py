@@ -12,9 +12,10 @@ import tempfile
 import time
 import urllib.request
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Literal
 
 from mwpgen.data.sources import SourceFile
 from mwpgen.io import ordinary_mode, sha256_file

@@ -15,8 +15,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mwpgen.io import read_json, read_jsonl
 from mwpgen.data.splits import fold_train_test, id_sort_key, normalise_text
+from mwpgen.io import read_json, read_jsonl
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,9 @@ def validation_slice(train: list[dict], n: int, seed: str) -> tuple[list[dict], 
     if not n:
         return [], list(train)
     if n >= len(train):
-        raise ValueError(f"validation_size = {n} leaves nothing to train on: the training fold has {len(train)} problems")
+        raise ValueError(
+            f"validation_size = {n} leaves nothing to train on: the training fold has {len(train)} problems"
+        )
     order = list(train)
     random.Random(seed).shuffle(order)
     chosen, texts = [], set()

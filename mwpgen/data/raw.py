@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from mwpgen.io import DataFormatError, iter_jsonl
 
@@ -90,7 +91,9 @@ def iter_json_values(path: str | os.PathLike, *, array: bool) -> Iterator[tuple[
                 raise _error_at(path, text, pos, "extra data after the array")
             return
         else:
-            raise _error_at(path, text, pos, "expected ',' or ']'" if pos < len(text) else "truncated: array not closed")
+            raise _error_at(
+                path, text, pos, "expected ',' or ']'" if pos < len(text) else "truncated: array not closed"
+            )
     if array:
         raise _error_at(path, text, pos, "truncated: array not closed")
 

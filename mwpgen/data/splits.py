@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import random
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from mwpgen.io import write_json
 

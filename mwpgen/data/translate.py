@@ -14,9 +14,10 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 from mwpgen.io import DataFormatError, atomic_write_text, iter_jsonl
 
@@ -26,7 +27,7 @@ TARGET_LANG = "en"
 
 def cache_key(text: str, source_lang: str = SOURCE_LANG, target_lang: str = TARGET_LANG) -> str:
     """sha256 of source_lang TAB target_lang TAB text: the same text in another language pair never collides."""
-    return hashlib.sha256(f"{source_lang}\t{target_lang}\t{text}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{source_lang}\t{target_lang}\t{text}".encode()).hexdigest()
 
 
 class TranslationCache:

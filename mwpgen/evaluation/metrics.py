@@ -36,7 +36,8 @@ import threading
 import time
 import unicodedata
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mwpgen.data.equations import canonical_equation, equivalent
 from mwpgen.data.masking import split_text
@@ -97,7 +98,7 @@ class TextScorer:
         self._meteor: Any = None
         self._ready = False
 
-    def __enter__(self) -> "TextScorer":
+    def __enter__(self) -> TextScorer:
         self.start()
         return self
 
@@ -320,9 +321,9 @@ def evaluate_generations(hypotheses: Sequence[str], references: Sequence[str], *
     `scorer` is passed (e.g. one per cross-validation run): then its JVM is reused and left running.
 
     Always: ``bleu4, meteor, rouge_l`` and ``dist{dist_n}`` (on the raw hypotheses). With both equation lists:
-    ``acc_eq`` (canonical form) and ``acc_eq_equivalent`` (symbolically the input equation). With `training_texts`: ``novelty``, ``n_novel`` and, with equations too, ``acc_eq_novel``.
-    ``timings_s`` has the :meth:`TextScorer.score` steps plus ``meteor_close``, ``acc_eq``, ``novelty``,
-    ``dist_n`` and ``total`` (wall time of this call).
+    ``acc_eq`` (canonical form) and ``acc_eq_equivalent`` (symbolically the input equation). With `training_texts`:
+    ``novelty``, ``n_novel`` and, with equations too, ``acc_eq_novel``. ``timings_s`` has the :meth:`TextScorer.score`
+    steps plus ``meteor_close``, ``acc_eq``, ``novelty``, ``dist_n`` and ``total`` (wall time of this call).
     """
     t0 = time.perf_counter()
     if (predicted_equations is None) != (reference_equations is None):

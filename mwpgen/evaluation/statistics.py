@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -25,7 +25,7 @@ FULL_MODEL = "ours"  # Table 4's are against the full model: what removing each 
 BOOTSTRAP_RESAMPLES = 1000
 DELTA_METRICS = ("bleu4", "acc_eq", "acc_eq_equivalent", "consistency_judged")
 _PER_PROBLEM = ("acc_eq", "acc_eq_equivalent", "judged")  # the prediction records' 0/1 columns, DELTA_METRICS[1:]
-# The evaluator's figures on real test problems (flows/train.py): its own accuracy and the chance baseline.
+# The evaluator's figures on real test problems (flows/train_evaluator.py): its own accuracy and the chance baseline.
 REFERENCE_METRICS = ("oracle_acc_eq", "oracle_acc_eq_equivalent", "chance_acc_eq", "chance_acc_eq_equivalent")
 # consistency_learned: the learned judge's share, present only on folds where train_judge adopted one, so its mean
 # is over those folds alone (never mixed with the rule's consistency_judged)
@@ -274,11 +274,11 @@ def selection_summary(picks: Sequence[Sequence[str]], nouns: Sequence[Sequence[s
 def summary(scores: list[dict], oracle: list[dict], deltas: dict[tuple[str, str], dict] | None = None) -> dict:
     """Nested {model: {dataset: {metric: mean}}} for `dvc metrics show/diff`, with each model's
     ``delta_vs_gpt_pre`` ({metric: {mean, low, high}}, n, unpaired; from deltas_vs_gpt_pre), the evaluator's oracle
-    figures under "mwp2eq" and the chance baseline under "chance"."""
+    figures under "evaluator" and the chance baseline under "chance"."""
     out = _means(aggregate(scores, SUMMARY_METRICS))
     for (_, dataset, metric), values in aggregate(oracle, REFERENCE_METRICS).items():
         if metric not in ("folds", "n"):
-            owner, name = ("mwp2eq", metric) if metric.startswith("oracle_") else ("chance", metric[len("chance_"):])
+            owner, name = ("evaluator", metric) if metric.startswith("oracle_") else ("chance", metric[len("chance_"):])
             out.setdefault(owner, {}).setdefault(dataset, {})[name] = round(mean(values), 4)
     for (model, dataset), d in (deltas or {}).items():
         out.setdefault(model, {}).setdefault(dataset, {})["delta_vs_gpt_pre"] = _rounded_delta(d)

@@ -18,12 +18,20 @@ import math
 import statistics
 import textwrap
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from mwpgen import paper, registry
-from mwpgen.evaluation.statistics import (BASELINE, BOOTSTRAP_RESAMPLES, DELTA_METRICS, FULL_MODEL, REFERENCE_METRICS,
-                                          Samples, aggregate, not_run_reasons)
+from mwpgen.evaluation.statistics import (
+    BASELINE,
+    BOOTSTRAP_RESAMPLES,
+    DELTA_METRICS,
+    FULL_MODEL,
+    REFERENCE_METRICS,
+    Samples,
+    aggregate,
+    not_run_reasons,
+)
 
 TABLE2_MODELS = registry.names(table2=True)  # the paper's row order
 LEARNED = "consistency_learned"  # the learned judge's share, only on folds where train_judge adopted one

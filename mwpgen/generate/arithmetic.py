@@ -13,8 +13,8 @@ turning an int into text, so the answer can always be printed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
-from typing import Mapping
 
 from mwpgen.data.equations import NEGATE, POSITIVE, PRECEDENCE, is_num_token, postfix_rhs
 from mwpgen.data.masking import number_value

@@ -26,8 +26,8 @@ import argparse
 import os
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from mwpgen.generate.cli_errors import DEBUG_ENV, EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.cli_requests import Numbered, named, read_requests
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------------- main
 
 def check_device(device: str) -> None:
-    """--device cuda without a GPU, named as the option (the runtime's own message names params.yaml's key)."""
+    """--device cuda without a GPU, named as the option (mwpgen.device's own message names params.yaml's key)."""
     if device == "cuda":
         import torch
 

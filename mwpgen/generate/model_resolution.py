@@ -17,14 +17,15 @@ import atexit
 import json
 import re
 import shutil
+import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from mwpgen.generate.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
-from mwpgen.registry import served_model
+from mwpgen.registry import EVALUATOR, served_model
 
 RULE = "rule"  # --judge rule: verify with the rule (mwpgen/judge/rule.py) even where a learned judge exists
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -66,29 +67,35 @@ def measured_cost(dataset: str, fold: int, model: str = "ours") -> str:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    evaluator, ours, tuned = minutes("mwp2eq"), minutes("ours"), minutes(model) if model != "ours" else 0.0
+    evaluator, ours, tuned = minutes(EVALUATOR.name), minutes("ours"), minutes(model) if model != "ours" else 0.0
     if evaluator is None or ours is None or tuned is None:
         return ""
     tuning = f", then {tuned:.0f} min to tune it ({model})" if model != "ours" else ""
-    return (f" The committed run's training took {evaluator:.0f} min for the evaluator (ours trains its own parser up "
-            f"to the evaluator's parse accuracy) and {ours:.0f} min for ours{tuning} (timing/metrics/train/; README gives "
-            "the machine).")
+    return (
+        f" The committed run's training took {evaluator:.0f} min for the evaluator (ours trains its own parser up "
+        f"to the evaluator's parse accuracy) and {ours:.0f} min for ours{tuning} (timing/metrics/train/; README gives "
+        "the machine)."
+    )
 
 
 def no_model_help(path: Path, dataset: str, fold: int, model: str = "ours") -> str:
     """What to do when the default run's served model is not there: train it, pull it, or point --model elsewhere."""
-    stage = f"train_ours@{dataset}-{fold}" if model == "ours" else f"tune@{model.removeprefix('ours-')}-{dataset}-{fold}"
+    stage = (
+        f"train_ours@{dataset}-{fold}" if model == "ours" else f"tune@{model.removeprefix('ours-')}-{dataset}-{fold}"
+    )
     what = "ours" if model == "ours" else f"{model} (ours tuned on blind readings)"
-    return (f"no trained {what} model at {path} (the default run's served model, which `mwpgen generate` uses without "
-            "--model; params.yaml: serve.model). To get one:\n"
-            f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data, keyword, evaluator and ours "
-            f"stages it needs first; a CUDA GPU is used when there is one).{measured_cost(dataset, fold, model)} Or "
-            "the whole default run, every model and the report: `bash scripts/run.sh python -m orchestration.pipeline`;"
-            "\n"
-            f"  - or, if a DVC remote holds the default run (.dvc/config, docs/many_machines.md): "
-            f"`bash scripts/run.sh dvc pull {stage}`;\n"
-            "  - or use another model: --model with a bundle folder (e.g. models/ours/<dataset>/fold<k>, ours untuned), "
-            f"an MLflow run id, runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias).")
+    return (
+        f"no trained {what} model at {path} (the default run's served model, which `mwpgen generate` uses without "
+        "--model; params.yaml: serve.model). To get one:\n"
+        f"  - train it: `bash scripts/run.sh dvc repro {stage}` (DVC runs the data, keyword, evaluator and ours "
+        f"stages it needs first; a CUDA GPU is used when there is one).{measured_cost(dataset, fold, model)} Or "
+        "the whole default run, every model and the report: `bash scripts/run.sh python -m orchestration.pipeline`;"
+        "\n"
+        f"  - or, if a DVC remote holds the default run (.dvc/config, docs/many_machines.md): "
+        f"`bash scripts/run.sh dvc pull {stage}`;\n"
+        "  - or use another model: --model with a bundle folder (e.g. models/ours/<dataset>/fold<k>, ours untuned), "
+        f"an MLflow run id, runs:/RUN/{MLFLOW_MODEL_NAME} or models:/{MLFLOW_MODEL_NAME}/VERSION (or @alias)."
+    )
 
 
 def mlflow_uri(spec: str) -> str | None:
@@ -112,14 +119,33 @@ def resolve_model(spec: str | None) -> Path:
     if uri is None:
         raise CliError(f"--model {spec!r}: no such folder, and not an MLflow run id, runs:/RUN/PATH or "
                        "models:/NAME/VERSION", EXIT_BAD_INPUT)
-    from tracking.model_store import ModelStoreError, download_model  # only an MLflow model loads MLflow
-
+    ModelStoreError, download_model = checkout_model_store()
     dst = Path(tempfile.mkdtemp(prefix="mwpgen-model-"))
     atexit.register(shutil.rmtree, dst, True)
     try:
         return download_model(uri, dst)
     except ModelStoreError as e:
         raise CliError(f"--model {spec}: {e}", EXIT_BAD_INPUT) from None
+
+
+def checkout_model_store():
+    """tracking/model_store.py's ModelStoreError and download_model, imported only for an MLflow --model (only then
+    is MLflow loaded). tracking/ is the checkout's, not the wheel's (pyproject.toml packages mwpgen alone), so it is
+    found with the checkout root on sys.path: PROJECT_ROOT, the folder above mwpgen/ in an editable install, put
+    first so that no other distribution's top-level `tracking` is taken for it."""
+    if str(PROJECT_ROOT) not in sys.path:
+        sys.path.insert(0, str(PROJECT_ROOT))
+    try:
+        from tracking.model_store import ModelStoreError, download_model
+    except ModuleNotFoundError as e:
+        if e.name not in ("tracking", "tracking.model_store"):
+            raise
+        raise CliError(
+            f"an MLflow --model needs the project's checkout (tracking/model_store.py), not found in "
+            f"{PROJECT_ROOT}: install mwpgen editable from a clone (pip install -e .)",
+            EXIT_FAILED,
+        ) from None
+    return ModelStoreError, download_model
 
 
 def verifies(requests: Sequence) -> bool:

@@ -14,8 +14,9 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO
 
 from mwpgen.generate.cli_errors import EXIT_BAD_INPUT, EXIT_FAILED, CliError
 from mwpgen.generate.model_resolution import RULE
@@ -63,12 +64,12 @@ class FileSink(Sink):
         self.marked = 0  # requests complete as the marker on disk says: what a failed write still keeps
 
     @classmethod
-    def fresh(cls, path: Path, fingerprint: str, total: int) -> "FileSink":
+    def fresh(cls, path: Path, fingerprint: str, total: int) -> FileSink:
         path.write_text("", encoding="utf-8")
         return cls(path, fingerprint, total)
 
     @classmethod
-    def resumed(cls, path: Path, fingerprint: str, total: int, state: dict) -> "FileSink":
+    def resumed(cls, path: Path, fingerprint: str, total: int, state: dict) -> FileSink:
         """FILE cut back to the marker's complete requests; what followed them (a request cut off half-written, or
         lines added since) is moved to FILE.dropped and said, never dropped unseen."""
         keep_dropped(path, state["bytes"])

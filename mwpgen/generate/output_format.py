@@ -6,7 +6,7 @@ import csv
 import io
 import json
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 # judge_probability last: it came after the others, and a reader of the earlier files may take columns by position
 CSV_COLUMNS = ("request", "rank", "given", "equation", "context", "text", "verified", "parsed_equation", "answer",

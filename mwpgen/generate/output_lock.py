@@ -27,7 +27,7 @@ class OutputLock:
         self.output = path
         self.fd: int | None = None
 
-    def acquire(self) -> "OutputLock":
+    def acquire(self) -> OutputLock:
         while self.fd is None:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)

@@ -34,14 +34,22 @@ import math
 import random
 import re
 import unicodedata
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from mwpgen.data.equations import MAX_CHARS as MAX_EQUATION_CHARS
-from mwpgen.data.equations import (EquationError, canonical_equation, is_num_token, is_number, is_variable,
-                                   normalize_equation, tokenize)
+from mwpgen.data.equations import (
+    EquationError,
+    canonical_equation,
+    is_num_token,
+    is_number,
+    is_variable,
+    normalize_equation,
+    tokenize,
+)
 from mwpgen.data.masking import DEFAULT_CONSTANTS, number_value
 from mwpgen.data.masking import format_number as decimal_string
 from mwpgen.generate import arithmetic

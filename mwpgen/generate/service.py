@@ -36,23 +36,30 @@ waits for any more is abandoned rather than finished.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from mwpgen.data.masking import number_value
-from mwpgen.generate.request import (Request, RequestError, auto_numbers, detokenize, evaluate, fill_numbers,
-                                     format_number)
+from mwpgen.device import resolve_device
+from mwpgen.generate.request import (
+    Request,
+    RequestError,
+    auto_numbers,
+    detokenize,
+    evaluate,
+    fill_numbers,
+    format_number,
+)
 from mwpgen.judge.model import LearnedJudge
 from mwpgen.judge.rule import equation_logprobs, judged
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.lm.prompts import encode_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
-from mwpgen.runtime import resolve_device
 
 MWP2EQ_BATCH = 16  # candidates the co-trained mwp2eq reads at once (parse, equation_firmness)
 
@@ -161,7 +168,7 @@ class Service:
         self.device = next(generator.parameters()).device
 
     @classmethod
-    def load(cls, path: str | Path, device: str = "auto", judge: str | Path | None = None) -> "Service":
+    def load(cls, path: str | Path, device: str = "auto", judge: str | Path | None = None) -> Service:
         """The bundle at `path` (mwpgen.generate.service.bundle_folder), with the learned judge saved in `judge`
         (None: verify by the rule)."""
         folder = bundle_folder(path)
@@ -188,7 +195,9 @@ class Service:
                                   if self.judge is not None else "no learned judge was given")
                                + ", so it cannot check its problems; drop verify")
         width = self.settings["context_tokens"]
-        n = sum(len(w) for w in encode_joint(self.tokenizer, JointExample(request.equation, "", request.context)).keywords)
+        n = sum(
+            len(w) for w in encode_joint(self.tokenizer, JointExample(request.equation, "", request.context)).keywords
+        )
         if n > width:
             raise RequestError("context", f"the keywords take {n} tokens and this model reads at most {width}; "
                                "give fewer or shorter keywords")

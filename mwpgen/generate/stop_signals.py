@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from mwpgen.generate.cli_errors import EXIT_INTERRUPTED, EXIT_TERMINATED
 

@@ -6,7 +6,7 @@ decoder layers and the head together (`finetune`).
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def rounded_figure(x: float | None) -> float | None:

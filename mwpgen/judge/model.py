@@ -14,13 +14,21 @@ pre-trained LM.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
-from mwpgen.judge.saved import (HEAD_FILE, INFO_FILE, NO_JUDGE_FILE, JudgeInfo, has_judge, no_judge_reason, read_info,
-                                write_info)
+from mwpgen.judge.saved import (
+    HEAD_FILE,
+    INFO_FILE,
+    NO_JUDGE_FILE,
+    JudgeInfo,
+    has_judge,
+    no_judge_reason,
+    read_info,
+    write_info,
+)
 from mwpgen.judge.verdicts import accepts
 
 PROMPT = "problem: {problem} equation: {equation} consistent:"
@@ -48,7 +56,7 @@ class LearnedJudge(torch.nn.Module):
         self.register_buffer("std", torch.ones(width) if std is None else std.float())
 
     @classmethod
-    def from_lm(cls, folder: str | Path, layer: int, device: str = "cpu") -> "LearnedJudge":
+    def from_lm(cls, folder: str | Path, layer: int, device: str = "cpu") -> LearnedJudge:
         """A judge with an untrained head over the first `layer` decoder layers of the causal LM in `folder` (a
         trained model's folder, or a model spec as params' train.model names one: `smollm2-135m`, an HF id)."""
         from mwpgen.lm.loading import load_model_and_tokenizer, load_trained
@@ -84,7 +92,7 @@ class LearnedJudge(torch.nn.Module):
 
     def batches(self, encoded: Sequence[list[int]], batch_size: int):
         """(row indices, ids, mask) of left-padded batches, shortest prompts together."""
-        from mwpgen.lm.decoding import _left_pad  # noqa: PLC2701 - the project's own helper
+        from mwpgen.lm.decoding import _left_pad  # the project's own helper, private to its module
 
         order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
         for start in range(0, len(order), batch_size):
@@ -126,7 +134,7 @@ class LearnedJudge(torch.nn.Module):
         return Path(folder)
 
     @classmethod
-    def load(cls, folder: str | Path, device: str = "cpu") -> "LearnedJudge":
+    def load(cls, folder: str | Path, device: str = "cpu") -> LearnedJudge:
         from transformers import AutoModel, AutoTokenizer
 
         from mwpgen.lm.loading import prepare_tokenizer

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import csv
 import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 LABELS = Path("data") / "labels"
 PARTS = ("train", "validation", "test")

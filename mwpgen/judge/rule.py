@@ -12,14 +12,13 @@ studies/judge_choice.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
 from mwpgen.data.equations import is_num_token
 from mwpgen.evaluation.metrics import equation_symbols
 from mwpgen.lm.prompts import IGNORE_INDEX, collate, encode_example, mwp2eq_example
-
 
 # Words that commonly signal each operation in a word problem (the verb and quantifier cues of the MWP-solving
 # literature: gains and totals for +, losses and comparisons for -, rates and groups for * and /), written down before

@@ -8,7 +8,7 @@ applies a gated judge gives it the rule's verdicts.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from mwpgen.judge.saved import JudgeInfo
 

@@ -8,7 +8,8 @@ carries little padding, left-padded (so every row's next token sits in the last 
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from collections.abc import Sequence
+from typing import Literal
 
 import torch
 

@@ -21,15 +21,16 @@ its own examples' lengths would regroup.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from mwpgen import resume
-from mwpgen.lm.training import Examples, train_causal_lm
 from mwpgen.batching import seeded_batches
+from mwpgen.lm.training import Examples, train_causal_lm
 
 T = TypeVar("T")
 

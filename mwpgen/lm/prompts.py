@@ -15,8 +15,8 @@ training and generation see the same token boundary.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import torch
 

@@ -4,7 +4,7 @@ Trains the generator with L_LM (paper Eq. 3) or mwp2eq with its NLL (Eq. 4); whi
 depends only on the examples (see prompts.py). Paper setting (supplementary Table "Model
 configurations"): Adam, lr 5e-5, batch 8, 20 epochs for the GPT baselines.
 
-Precision: `mixed_precision` trains under autocast where it pays (runtime.autocast_dtype: bf16 on CUDA and on
+Precision: `mixed_precision` trains under autocast where it pays (mwpgen.device.autocast_dtype: bf16 on CUDA and on
 CPUs with native bf16, fp16 + loss scaling on older GPUs); weights, Adam state and losses stay fp32.
 
 Validation, early stopping, checkpoint choice: with `validation` examples, the validation loss (the training loss,
@@ -24,32 +24,33 @@ states, step, the best weights so far and their loss, the patience count, the to
 validation histories and the open log window -- is written atomically to `resume_dir/state.pt` (plain tensors
 and containers: `torch.load(weights_only=True)` reads it, a state file can never run code). Step s's batch is a
 pure function of (seed, epoch, position), so a killed run restarted with the same arguments resumes from the
-last state and, on the same machine, ends bit-for-bit where the uninterrupted run would (tests/test_lm_training.py).
-The state carries a fingerprint of the settings, the data and the model; a state written by another
-configuration is refused by name (ResumeMismatch), never silently resumed. It is deleted when the run finishes
-(after the final model is saved to `checkpoint_dir`).
+last state and, on the same machine, ends bit-for-bit where the uninterrupted run would
+(tests/unit/test_lm_training.py). The state carries a fingerprint of the settings, the data and the model; a state
+written by another configuration is refused by name (ResumeMismatch), never silently resumed. It is deleted when the run
+finishes (after the final model is saved to `checkpoint_dir`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from mwpgen import resume
+from mwpgen.batching import seeded_batches
+from mwpgen.device import autocast_dtype, needs_grad_scaler
+from mwpgen.early_stopping import EarlyStopping
 from mwpgen.evaluation.metrics import acc_eq
 from mwpgen.lm.decoding import predict_equations
 from mwpgen.lm.loading import atomic_save_pretrained
 from mwpgen.lm.prompts import IGNORE_INDEX, LMExample, collate, encode_example
-from mwpgen.batching import seeded_batches
-from mwpgen.early_stopping import EarlyStopping
 from mwpgen.log_window import LogWindow
 from mwpgen.resume import Checkpoints
-from mwpgen.runtime import autocast_dtype, needs_grad_scaler
 from mwpgen.trainer import StepResult, Trainer, ValidationSchedule
 
 Examples = Sequence[LMExample] | Callable[[int], Sequence[LMExample]]

@@ -13,7 +13,8 @@ differs from GPT-pre's only by the zero vectors that fill ours' fixed-width cont
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mwpgen.config.schema import OursTrainParams
 from mwpgen.registry import ABLATION_VARIANTS

@@ -8,8 +8,8 @@ Bundle folder (written atomically):
                            trained with L_eq; absent otherwise (and in bundles written before it was kept)
     ours.json              the switches it was trained with (context source, threshold, ...)
 The co-trained mwp2eq is kept so that `mwpgen generate --verify` can check a problem before showing it (it
-parses each candidate back into an equation, mwpgen/generate/service.py). It never scores anything: ACC-eq is judged by the
-independent evaluator only.
+parses each candidate back into an equation, mwpgen/generate/service.py). It never scores anything: ACC-eq is judged by
+the independent evaluator only.
 
 Inference context. Inference builds the generator's input as training does (inputs.prompt_embeddings): the
 context slot of `context_tokens` embeddings holds the words with the deterministic c = 1{q > threshold} (the
@@ -20,14 +20,14 @@ The prompt is therefore built as embeddings, and decoding starts from `inputs_em
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from mwpgen.lm.decoding import Decoding, _generation_config
 from mwpgen.io import atomic_directory
+from mwpgen.lm.decoding import Decoding, _generation_config
 from mwpgen.ours.inputs import JointExample, encode_joint, pad_rows, prompt_embeddings
 from mwpgen.ours.selector import ContextSelector, selected_words, selector_batch
 

@@ -29,7 +29,7 @@ The relaxation requires generator and mwp2eq to share one vocabulary (`check_sha
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -71,7 +71,7 @@ def check_shared_vocabulary(gen_tokenizer, mwp2eq_tokenizer, gen_model=None, mwp
     models are given, the generator's output size equals the mwp2eq's input-embedding rows."""
     g, p = _vocab_by_id(gen_tokenizer), _vocab_by_id(mwp2eq_tokenizer)
     if g != p:
-        at = lambda xs, k: xs[k] if k < len(xs) else None  # noqa: E731
+        at = lambda xs, k: xs[k] if k < len(xs) else None  # noqa: E731 — a one-line local helper
         i = next(k for k in range(max(len(g), len(p))) if at(g, k) != at(p, k))
         gt, pt = at(g, i), at(p, i)
         raise ValueError(
@@ -119,7 +119,7 @@ def soft_mwp2eq_nll(mwp2eq, soft_problems: Sequence[torch.Tensor], pieces: Seque
     device = emb.weight.device
     rows, label_rows = [], []
     for soft, (prefix, suffix, target) in zip(soft_problems, pieces):
-        ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=device)  # noqa: E731
+        ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=device)  # noqa: E731 — a one-line local helper
         soft_emb = soft.to(emb.weight.dtype) @ emb.weight  # [T, D]: m'_t times the embedding matrix
         rows.append(torch.cat([emb(ids(prefix)), soft_emb, emb(ids(suffix)), emb(ids(target))]))
         n_prompt = len(prefix) + soft.shape[0] + len(suffix)

@@ -18,8 +18,8 @@ count of the reference's candidate words and their places would show (docs/metho
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -95,7 +95,8 @@ def slot_embeddings(emb: torch.nn.Embedding, enc: Encoded, width: int, c_row: to
 def prompt_embeddings(emb: torch.nn.Embedding, enc: Encoded, width: int, c_row: torch.Tensor | None = None,
                       permute: bool = False) -> torch.Tensor:
     """[equation: E context:] [slot] [ problem:] as input embeddings [P, D]: what the generator reads first."""
-    ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=emb.weight.device)  # noqa: E731
+    def ids(xs):
+        return torch.tensor(xs, dtype=torch.long, device=emb.weight.device)
     return torch.cat([emb(ids(enc.prefix)), slot_embeddings(emb, enc, width, c_row, permute), emb(ids(enc.suffix))])
 
 
@@ -113,7 +114,7 @@ def generator_inputs(generator, tokenizer, batch: Sequence[Encoded], width: int,
     c [B, T] (selector) gates the candidate-word slot; c=None uses the given keywords instead."""
     emb = generator.get_input_embeddings()
     dev = emb.weight.device
-    ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=dev)  # noqa: E731
+    ids = lambda xs: torch.tensor(xs, dtype=torch.long, device=dev)  # noqa: E731 — a one-line local helper
     rows, labels, starts = [], [], []
     for i, b in enumerate(batch):
         prompt = prompt_embeddings(emb, b, width, None if c is None else c[i], permute)

@@ -10,14 +10,14 @@ then come from a parser measured to be as good as the one that judges ACC-eq, or
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
-from mwpgen.config.schema import OursTrainParams
-from mwpgen.lm.training import parse_accuracy
 from mwpgen.batching import seeded_batches
+from mwpgen.config.schema import OursTrainParams
 from mwpgen.early_stopping import EarlyStopping
+from mwpgen.lm.training import parse_accuracy
 from mwpgen.ours.inputs import Encoded
-from mwpgen.ours.steps import JointModels, mwp2eq_step
+from mwpgen.ours.joint_step import JointModels, mwp2eq_step
 
 GATE_STREAM = 7_919  # its own batch order: not one phase 1 or phase 2 draws
 
@@ -30,8 +30,10 @@ def reach_parse_accuracy(models: JointModels, encoded: Sequence[Encoded], proble
     "start", "accuracy" (the kept weights'), "batches" (trained), "kept_at" (batches behind the kept weights),
     "reached", "measurements": [{"batches", "accuracy"}]}."""
     device = next(models.mwp2eq.parameters()).device
-    measure = lambda: parse_accuracy(models.mwp2eq, models.tokenizer, problems, equations,  # noqa: E731
-                                     batch_size=16, device=device)
+
+    def measure():
+        return parse_accuracy(models.mwp2eq, models.tokenizer, problems, equations, batch_size=16, device=device)
+
     best = EarlyStopping({"mwp2eq": models.mwp2eq}, patience=0)
     batches = seeded_batches(len(encoded), cfg.batch_size, seed, GATE_STREAM)
     every = cfg.eval_every or len(batches)

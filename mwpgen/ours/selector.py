@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 import torch.nn as nn
@@ -128,7 +128,7 @@ class ContextSelector(nn.Module):
                 self.proj.bias.fill_(math.log(prior / (1 - prior)) if prior is not None else 0.0)
 
     @classmethod
-    def from_model(cls, model, form: str = "eq5", prior: float | None = None) -> "ContextSelector":
+    def from_model(cls, model, form: str = "eq5", prior: float | None = None) -> ContextSelector:
         return cls(model.get_input_embeddings().weight, form, prior)
 
     def features(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""Training "ours": phase 1 then phase 2 (steps.py), two spans of the one training loop (mwpgen/trainer.py), which
+"""Training "ours": phase 1 then phase 2 (joint_step.py), two spans of the one training loop (mwpgen/trainer.py), which
 saves the state at phase 1's end, measures phase 2's starting point and then readies the parser (measure_parser).
 
 The whole run is one sequence of global steps: phase 1 takes steps [0, S1), phase 2 [S1, S1 + S2). Step g's
@@ -7,7 +7,7 @@ batch is a pure function of (seed, phase, epoch, position), so the data position
 states, the LR schedulers, g, the loss history and the torch / Python / CUDA RNG states (Bernoulli context
 samples, Gumbel noise, dropout and context permutation all draw from the global torch RNG). A killed run
 restarts from that file and, on the same device, ends bit-for-bit where an uninterrupted run would
-(tests/test_train_joint.py). The file carries a fingerprint of everything that shapes the run; a state written
+(tests/unit/test_train_joint.py). The file carries a fingerprint of everything that shapes the run; a state written
 by a different configuration or data is refused by name, never silently resumed.
 
 Checkpoint choice is per component, each by the validation loss of the generator with the context the selector
@@ -26,30 +26,30 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Callable, Sequence
 
 import torch
 
 from mwpgen import resume
-from mwpgen.config.schema import OursTrainParams
-from mwpgen.lm.training import parse_accuracy
 from mwpgen.batching import seeded_batches
+from mwpgen.config.schema import OursTrainParams
 from mwpgen.early_stopping import EarlyStopping
+from mwpgen.lm.training import parse_accuracy
 from mwpgen.log_window import LogWindow
-from mwpgen.resume import Checkpoints
-from mwpgen.ours.parser_gate import reach_parse_accuracy
-from mwpgen.ours.selection import context_lm_loss
 from mwpgen.ours.inputs import JointExample, encode_joint
-from mwpgen.ours.steps import JointModels, make_optimizers, mwp2eq_step, phase1_step, \
-    phase2_step
+from mwpgen.ours.joint_step import JointModels, make_optimizers, mwp2eq_step, phase1_step, phase2_step
+from mwpgen.ours.parser_gate import reach_parse_accuracy
+from mwpgen.ours.selection_stats import context_lm_loss
+from mwpgen.resume import Checkpoints
 from mwpgen.trainer import Notes, StepResult, Trainer, ValidationSchedule
 
 
 def phase_steps(cfg: OursTrainParams, n_examples: int) -> tuple[int, int]:
     """(S1, S2): each phase's steps, its epochs over n examples capped by its max_steps (0: no cap)."""
     per_epoch = math.ceil(n_examples / cfg.batch_size)
-    cap = lambda p: min(p.epochs * per_epoch, p.max_steps) if p.max_steps else p.epochs * per_epoch  # noqa: E731
+    def cap(p):
+        return min(p.epochs * per_epoch, p.max_steps) if p.max_steps else p.epochs * per_epoch
     return cap(cfg.phase1), cap(cfg.phase2)
 
 
@@ -103,7 +103,7 @@ class EpochBatches:
 def joint_train_step(models: JointModels, batches: EpochBatches, optimizers: dict, schedulers: dict,
                      cfg: OursTrainParams, dropout: float, log: LogWindow, phase: int, start: int,
                      step: int) -> StepResult:
-    """Global step `step` of `phase` (which began after step `start`): its batch, the phase's step (steps.py), and,
+    """Global step `step` of `phase` (which began after step `start`): its batch, the phase's step (joint_step.py), and,
     in phase 1, the co-trained mwp2eq's passes. Stats: "train_loss" (L_LM per token, the generator's loss as the
     baselines report theirs), "objective" (what the phase minimises, per token) and the phase's own terms."""
     epoch, index = divmod(step - 1 - start, batches.per_epoch)
@@ -176,7 +176,9 @@ def train_joint(
     (parser_gate's record, or None)."""
     get = examples if callable(examples) else (lambda _p, _e: examples)
     s1, s2 = phase_steps(cfg, len(get(1, 0)))
-    fingerprint = run_fingerprint(cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout, "batching": "length_grouped"})
+    fingerprint = run_fingerprint(
+        cfg, seed, get(1, 0), (fingerprint_extra or {}) | {"dropout": dropout, "batching": "length_grouped"}
+    )
     torch.manual_seed(seed)
     random.seed(seed)
     optimizers = make_optimizers(models, lr=cfg.lr, selector_lr=cfg.selector_lr or cfg.lr)

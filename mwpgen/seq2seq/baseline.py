@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch

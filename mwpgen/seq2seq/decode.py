@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import torch
 

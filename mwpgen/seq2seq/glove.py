@@ -23,9 +23,9 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 

@@ -19,16 +19,17 @@ from __future__ import annotations
 import functools
 import os
 import random
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
 from mwpgen import resume
+from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
 from mwpgen.early_stopping import EarlyStopping
 from mwpgen.log_window import LogWindow
 from mwpgen.resume import Checkpoints
 from mwpgen.trainer import Notes, StepResult, Trainer, ValidationSchedule
-from mwpgen.data.keywords import KEYWORD_DROPOUT, keywords_per_epoch
 
 from .checkpoint import save_checkpoint
 from .decode import pad_batch

@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from mwpgen.io import DataFormatError, write_json
 
@@ -57,7 +57,7 @@ class Vocab:
             raise ValueError("duplicate token in vocabulary")
 
     @classmethod
-    def build(cls, token_lists: Iterable[Sequence[str]], *, min_freq: int = 1, max_size: int | None = None) -> "Vocab":
+    def build(cls, token_lists: Iterable[Sequence[str]], *, min_freq: int = 1, max_size: int | None = None) -> Vocab:
         """From training-fold token lists. Tokens seen fewer than `min_freq` times are left out (-> <unk>);
         `max_size` caps the number of non-special tokens."""
         counts: Counter[str] = Counter()
@@ -94,7 +94,7 @@ class Vocab:
         write_json(path, self.to_dict())
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Vocab":
+    def load(cls, path: str | os.PathLike) -> Vocab:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
             return cls(data["itos"])

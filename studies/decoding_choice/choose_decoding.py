@@ -32,6 +32,7 @@ from mwpgen import registry
 from mwpgen.config.schema import Params, load_params
 from mwpgen.data.equations import EquationError, is_num_token, normalize_equation
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.evaluation.metrics import TextScorer, acc_eq, score_generations
 from mwpgen.io import read_jsonl, write_generations
 from mwpgen.lm.decoding import _generation_config, _left_pad, predict_equations
@@ -40,7 +41,6 @@ from mwpgen.lm.prompts import encode_prompt, generator_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings
 from mwpgen.ours.inputs import JointExample
 from mwpgen.paths import FoldPaths
-from mwpgen.runtime import resolve_device
 from tasks import generate as tasks_generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,9 +107,11 @@ def evaluator_rows(evaluator, tokenizer, splits: dict[str, list[dict]], num_beam
         start = time.perf_counter()
         beams = parse_beams(evaluator, tokenizer, problems, num_beams, batch_size, device)
         beam_s = time.perf_counter() - start
-        for name, parsed, seconds in (("greedy", greedy, greedy_s), (f"beam-{num_beams}", [b[0] for b in beams], beam_s),
-                                      (f"beam-{num_beams}, first valid",
-                                       [first_valid(b, p) for b, p in zip(beams, problems)], beam_s)):
+        for name, parsed, seconds in (
+            ("greedy", greedy, greedy_s),
+            (f"beam-{num_beams}", [b[0] for b in beams], beam_s),
+            (f"beam-{num_beams}, first valid", [first_valid(b, p) for b, p in zip(beams, problems)], beam_s),
+        ):
             rows.append({"split": split, "n": len(records), "parse": name, "acc_eq": acc_eq(parsed, references),
                          "acc_eq_equivalent": acc_eq(parsed, references, equivalent_too=True),
                          "s_per_problem": seconds / len(records)})

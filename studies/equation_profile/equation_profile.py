@@ -1,7 +1,8 @@
 """How the three datasets' equations differ (issue 26): operators, size, nesting, constants, and how many of a fold's
 test equations have a training-fold twin (the same canonical form), which bounds what a parser learns to read.
 
-    bash scripts/run.sh python -m studies.equation_profile.equation_profile --fold 0 --out studies/equation_profile/equation_profile.md
+    bash scripts/run.sh python -m studies.equation_profile.equation_profile --fold 0 \
+        --out studies/equation_profile/equation_profile.md
 
 Reads data/processed/<dataset>.jsonl and data/splits/<dataset>.json (the preprocess and split stages' outputs).
 Counts the masked equations as the models see them ("x = ( num1 - num2 ) * 2"): numN tokens are the problem's
@@ -45,7 +46,8 @@ def profile(data: Path, dataset: str, fold: int) -> dict:
     test = [forms[i] for i in test_ids if i in forms]
     templates = Counter(forms.values())
     return {
-        "dataset": dataset, "problems": len(records),
+        "dataset": dataset,
+        "problems": len(records),
         "operators_mean": statistics.fmean(n_ops),
         "operators_share": {k: sum(n == k for n in n_ops) / len(n_ops) for k in (1, 2, 3)}
         | {"4+": sum(n >= 4 for n in n_ops) / len(n_ops)},
@@ -54,13 +56,16 @@ def profile(data: Path, dataset: str, fold: int) -> dict:
         "with_constant": sum(bool(s["constants"]) for s in shapes) / len(shapes),
         "top_constants": constants.most_common(5),
         "bracketed": sum(s["depth"] > 0 for s in shapes) / len(shapes),
-        "templates": len(templates), "top10_templates_share": sum(c for _, c in templates.most_common(10)) / len(records),
-        "fold": fold, "test": len(test), "test_form_in_training": sum(f in train_forms for f in test) / len(test),
+        "templates": len(templates),
+        "top10_templates_share": sum(c for _, c in templates.most_common(10)) / len(records),
+        "fold": fold,
+        "test": len(test),
+        "test_form_in_training": sum(f in train_forms for f in test) / len(test),
     }
 
 
 def markdown(rows: list[dict]) -> str:
-    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731 — a one-line local helper
     lines = [f"### The datasets' equations (masked, as the models see them); test fold {rows[0]['fold']}", "",
              "| | " + " | ".join(r["dataset"] for r in rows) + " |", "|---|" + "---:|" * len(rows)]
     cells = [

@@ -1,7 +1,8 @@
 """How far ACC-eq can be trusted: the evaluator's verdicts against a person's, on generated problems of a run.
 
-    python -m studies.evaluator_agreement.evaluator_agreement sample --out data/labels/evaluator/labels.csv     # then label by reading
-    python -m studies.evaluator_agreement.evaluator_agreement score --labels data/labels/evaluator/labels.csv   # precision, recall
+    # sample, then label by reading; then precision and recall:
+    python -m studies.evaluator_agreement.evaluator_agreement sample --out data/labels/evaluator/labels.csv
+    python -m studies.evaluator_agreement.evaluator_agreement score --labels data/labels/evaluator/labels.csv
 
 `sample` draws problems (seeded, the same number from each generator of params.yaml's `models.generate`) from the
 `evaluate` stage's predictions of one (dataset, fold) and writes them WITHOUT the evaluator's parse, so labelling
@@ -19,11 +20,11 @@ import json
 import random
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from mwpgen.config.schema import load_params
+from mwpgen.io import read_jsonl
+from mwpgen.paths import FoldPaths
 
-from mwpgen.config.schema import load_params  # noqa: E402
-from mwpgen.io import read_jsonl  # noqa: E402
-from mwpgen.paths import FoldPaths  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 COLUMNS = ["model", "id", "equation", "generated", "label"]
 

@@ -8,7 +8,8 @@ Kinds of a parse that is not the reference (first that applies):
 - other operators: the same numbers, but its operators (as a multiset) differ: e.g. `-` for `+`;
 - operand order: the same numbers and operators in a non-equivalent order: e.g. `num2 - num1` for `num1 - num2`.
 
-    python -m studies.evaluator_errors.evaluator_errors data/oracle/arithmetic/fold0.jsonl --out studies/evaluator_errors
+    python -m studies.evaluator_errors.evaluator_errors data/oracle/arithmetic/fold0.jsonl \
+        --out studies/evaluator_errors
 
 Reads the parses the `train_evaluator` stage wrote for the oracle row (data/oracle/<dataset>/fold<k>.jsonl), or any
 jsonl with `equation` and `parsed` (e.g. studies/gpu/default-profile/oracle.jsonl). Writes <out>/evaluator_errors.json

@@ -5,10 +5,10 @@ minutes per epoch of each model, measured on a few optimizer steps of the real e
 
 Library only (no Prefect, MLflow or DVC), so it runs on a bare GPU machine as well as here. For each model it
 builds the stage's own training examples from the whole training fold (no subsample; the validation slice held
-out as the stages hold it out) with params.yaml's settings: the evaluator's (flows/train.py, mwp2eq), GPT's and
-GPT-pre's (flows/train.py: the fold's noun keywords with dropout; GPT from random weights), ours' (flows/train_ours.py:
-the selector's keyword warm start, then phase 1 and phase 2). It runs `--warmup` + `--steps` optimizer steps of
-each and extrapolates:
+out as the stages hold it out) with params.yaml's settings: the evaluator's (flows/train_evaluator.py), GPT's and
+GPT-pre's (flows/train_generator.py: the fold's noun keywords with dropout; GPT from random weights), ours'
+(flows/train_ours.py: the selector's keyword warm start, then phase 1 and phase 2). It runs `--warmup` + `--steps`
+optimizer steps of each and extrapolates:
 
     minutes per epoch = mean step time after the warm-up steps x steps per epoch
     the default schedule = epochs (params.yaml's caps) x minutes per epoch
@@ -33,15 +33,15 @@ import torch
 
 from mwpgen.config.schema import load_params
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.io import read_jsonl, write_json
 from mwpgen.lm import decoding
 from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.prompts import generator_epochs, generator_prompt, mwp2eq_examples
 from mwpgen.lm.training import train_causal_lm
-from mwpgen.ours.build import build_models, warm_start_selector
 from mwpgen.ours.inputs import epoch_examples
+from mwpgen.ours.train_and_save import build_models, warm_start_selector
 from mwpgen.ours.training import train_joint
-from mwpgen.runtime import resolve_device
 
 
 def epoch_row(step_times: list[float], warmup: int, steps_per_epoch: int, epochs: int, **extra) -> dict:
@@ -63,7 +63,9 @@ def main() -> None:
     ap.add_argument("--fold", type=int, default=0)
     ap.add_argument("--steps", type=int, default=20, help="timed optimizer steps per model (per phase for ours)")
     ap.add_argument("--warmup", type=int, default=3, help="steps run before the timed ones")
-    ap.add_argument("--generate", type=int, default=64, help="test problems generated and parsed for the per-problem time")
+    ap.add_argument(
+        "--generate", type=int, default=64, help="test problems generated and parsed for the per-problem time"
+    )
     ap.add_argument("--models", nargs="+", default=["evaluator", "gpt", "gpt_pre", "ours"],
                     choices=["evaluator", "gpt", "gpt_pre", "ours"])
     ap.add_argument("--out", type=Path, required=True)
@@ -76,10 +78,20 @@ def main() -> None:
     keywords = {r["id"]: r for r in read_jsonl(args.data / "keywords" / args.dataset / f"fold{args.fold}.jsonl")}
     noun = {i: r[params.keywords.baseline_context] for i, r in keywords.items()}
     cpu = platform.processor() or platform.machine()
-    summary = {"dataset": args.dataset, "fold": args.fold, "n_train": len(data.train), "n_validation": len(data.validation),
-               "n_test": len(data.test), "device": torch.cuda.get_device_name() if device == "cuda" else cpu,
-               "torch": torch.__version__, "model": train.model, "steps": args.steps, "warmup": args.warmup,
-               "left_out": "validation passes, checkpoint writes, early stopping", "models": {}}
+    summary = {
+        "dataset": args.dataset,
+        "fold": args.fold,
+        "n_train": len(data.train),
+        "n_validation": len(data.validation),
+        "n_test": len(data.test),
+        "device": torch.cuda.get_device_name() if device == "cuda" else cpu,
+        "torch": torch.__version__,
+        "model": train.model,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "left_out": "validation passes, checkpoint writes, early stopping",
+        "models": {},
+    }
     args.out.mkdir(parents=True, exist_ok=True)
 
     def record(name: str, row: dict) -> None:

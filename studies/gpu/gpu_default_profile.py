@@ -1,21 +1,22 @@
 """Issue 14's GPU check: the default profile's evaluator, GPT-pre and ours trained on one CUDA machine with the
-settings of params.yaml, their test problems generated and parsed as the `train`, `train_ours` and `generate`
-stages do; then, back on the CPU machine, scored as the `evaluate` stage does and written as tables.
+settings of params.yaml, their test problems generated and parsed as the `train_evaluator`, `train_generator`,
+`train_ours` and `generate` stages do; then, back on the CPU machine, scored as the `evaluate` stage does and written as
+tables.
 
     python -m studies.gpu.gpu_default_profile train --out $OUT                   # on the GPU machine
     python -m studies.gpu.gpu_default_profile score studies/gpu/default-profile    # here, afterwards
 
 `train` uses `mwpgen` only (no Prefect, MLflow or DVC), so it runs on a bare GPU machine with torch and
-transformers. It follows flows/train.py (evaluator, chosen by its validation parse accuracy; GPT-pre with the
-fold's noun keywords), flows/train_ours.py and flows/generate.py step for step, with the same params, data, fold,
-validation slice and seed; only the trackers are missing. The trained models stay on that machine: what comes back
-is each generator's generations table, the GPU evaluator's parses of them and of the real test problems, and
-summary.json (timings, validation curves, device). The summary is rewritten after every model, so a run cut short
-still returns what it finished.
+transformers. It follows flows/train_evaluator.py and flows/train_generator.py (evaluator, chosen by its validation
+parse accuracy; GPT-pre with the fold's noun keywords), flows/train_ours.py and flows/generate.py step for step, with
+the same params, data, fold, validation slice and seed; only the trackers are missing. The trained models stay on that
+machine: what comes back is each generator's generations table, the GPU evaluator's parses of them and of the real test
+problems, and summary.json (timings, validation curves, device). The summary is rewritten after every model, so a run
+cut short still returns what it finished.
 
 `score` computes BLEU-4 / METEOR / ROUGE-L / novelty / Dist-3 (pycocoevalcap needs Java, so here, not there),
 ACC-eq (exact and equivalent) twice — by the GPU-trained evaluator's parses and by this machine's default-run
-evaluator (models/mwp2eq/<dataset>/fold<k>) — the paired bootstrap of ours minus GPT-pre, and ours' selection
+evaluator (models/evaluator/<dataset>/fold<k>) — the paired bootstrap of ours minus GPT-pre, and ours' selection
 statistics (Table 5's), into scores.json and tables.md in the same folder.
 """
 
@@ -40,7 +41,7 @@ def _stop_words_fallback(path: Path) -> None:
     """mwpgen.data.keywords reads spaCy's stopword list; a bare GPU machine has no spaCy. The same list, exported
     here (`sorted(STOP_WORDS)` as JSON), stands in for the one module it imports."""
     try:
-        import spacy.lang.en.stop_words  # noqa: F401
+        import spacy.lang.en.stop_words  # noqa: F401 — only whether it imports
     except ImportError:
         import types
         module = types.ModuleType("spacy.lang.en.stop_words")
@@ -65,15 +66,15 @@ def train(args) -> None:
     import torch
 
     from mwpgen.data.equations import equivalent
+    from mwpgen.device import resolve_device
     from mwpgen.evaluation.metrics import acc_eq, equation_symbols, most_frequent_equation
     from mwpgen.lm import decoding
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import generator_epochs, generator_example, generator_prompt, mwp2eq_examples
     from mwpgen.lm.training import train_causal_lm
-    from mwpgen.ours.build import train_and_save
     from mwpgen.ours.bundle import generate_with_context, load_bundle
     from mwpgen.ours.inputs import JointExample, epoch_examples
-    from mwpgen.runtime import resolve_device
+    from mwpgen.ours.train_and_save import train_and_save
 
     params = load_params(args.params)
     exp, g = params.experiment, params.generate
@@ -119,11 +120,11 @@ def train(args) -> None:
         print(f"{name}: {json.dumps({k: v for k, v in summary.data['stages'][name].items() if k != 'val'})}",
               flush=True)
 
-    evaluator_dir = models / "mwp2eq"
+    evaluator_dir = models / "evaluator"
 
     def train_evaluator():
-        """1. The evaluator (flows/train.py, model mwp2eq): its checkpoint is the one of best validation parse
-        accuracy. Returns that accuracy (ours' gate target, as flows/train_ours.py reads it) and its parser."""
+        """1. The evaluator (flows/train_evaluator.py, model evaluator): its checkpoint is the one of best validation
+        parse accuracy. Returns that accuracy (ours' gate target, as flows/train_ours.py reads it) and its parser."""
         start = time.time()
         cfg = params.train.evaluator
         val_problems, val_refs = [r["text"] for r in data.validation], [r["equation"] for r in data.validation]
@@ -175,7 +176,8 @@ def train(args) -> None:
         stage(model, result, start, generate_s=round(gen_s, 1), gpu_evaluator_acc_eq=acc_eq(parses, references),
               gpu_evaluator_acc_eq_equivalent=acc_eq(parses, references, equivalent_too=True), **extra)
 
-    # 2. GPT-pre (flows/train.py): the fold's noun keywords with dropout per epoch; validation without dropout.
+    # 2. GPT-pre (flows/train_generator.py): the fold's noun keywords with dropout per epoch; validation without
+    # dropout.
     if "gpt_pre" in args.generators:
         start = time.time()
         cfg = params.train.generator
@@ -219,18 +221,27 @@ def train(args) -> None:
             seed=exp.seed)
         steps = result["history"]
         phase_s = {p: round(sum(h["step_s"] for h in steps if h["phase"] == p), 1) for p in (1, 2)}
-        record_generations("ours", generated, contexts, gen_start,
-                           {"steps": sum(result["steps_run"]), "val": result["validations"]}, train_s=round(train_s, 1),
-                           phase_steps=list(result["steps_run"]), scheduled_steps=list(result["scheduled_steps"]), phase_step_s_total=phase_s,
-                           best_steps=result["best_steps"], mwp2eq_gate=result.get("mwp2eq_gate"),
-                           mwp2eq_val_accuracy=result.get("mwp2eq_val_accuracy"))
+        record_generations(
+            "ours",
+            generated,
+            contexts,
+            gen_start,
+            {"steps": sum(result["steps_run"]), "val": result["validations"]},
+            train_s=round(train_s, 1),
+            phase_steps=list(result["steps_run"]),
+            scheduled_steps=list(result["scheduled_steps"]),
+            phase_step_s_total=phase_s,
+            best_steps=result["best_steps"],
+            mwp2eq_gate=result.get("mwp2eq_gate"),
+            mwp2eq_val_accuracy=result.get("mwp2eq_val_accuracy"),
+        )
 
 
 def score(args) -> None:
     from mwpgen.evaluation.metrics import TextScorer, score_generations
-    from mwpgen.judge.rule import judge_predictions
     from mwpgen.evaluation.statistics import paired_bootstrap, selection_summary
     from mwpgen.evaluation.tables import delta_text
+    from mwpgen.judge.rule import judge_predictions
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
 
@@ -272,7 +283,7 @@ def score(args) -> None:
 
 def tables_markdown(summary: dict, scores: dict, delta: dict | None, delta_text) -> str:
     ev = summary["stages"].get("train_evaluator", {})
-    f = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731
+    f = lambda x: "–" if x is None else f"{x:.3f}"  # noqa: E731 — a one-line local helper
     lines = [f"Device: {summary['device']}, torch {summary['torch']}; {summary['n_train']} training problems, "
              f"{summary['n_validation']} validation, {summary['n_test']} test (Arithmetic fold {FOLD}).", "",
              "| model | train s | steps | generate s | BLEU-4 | METEOR | ROUGE-L | ACC-eq | ACC-eq (equiv.) "
@@ -310,12 +321,12 @@ def main() -> None:
     t.add_argument("--generators", nargs="+", choices=GENERATORS, default=list(GENERATORS))
     t.add_argument("--evaluator-metrics", type=Path, default=None,
                    help="skip the evaluator: ours' co-trained mwp2eq learns up to this evaluator's validation parse "
-                        "accuracy (e.g. metrics/train/mwp2eq/arithmetic/fold0.json); nothing is parsed there")
+                        "accuracy (e.g. metrics/train/evaluator/arithmetic/fold0.json); nothing is parsed there")
     t.add_argument("--stop-words", type=Path, default=Path(".gpu/stop_words.json"),
                    help="spaCy's stopword list as JSON, used where spaCy is not installed")
     s = sub.add_parser("score", help="here: score a `train` folder as the evaluate stage does, write the tables")
     s.add_argument("folder", type=Path)
-    s.add_argument("--evaluator", type=Path, default=Path("models") / "mwp2eq" / DATASET / f"fold{FOLD}",
+    s.add_argument("--evaluator", type=Path, default=Path("models") / "evaluator" / DATASET / f"fold{FOLD}",
                    help="this machine's evaluator (the default run's)")
     for p in (t, s):
         p.add_argument("--params", type=Path, default=Path("params.yaml"))

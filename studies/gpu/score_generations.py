@@ -1,6 +1,6 @@
 """Score a generations table made outside the pipeline (e.g. benchmarks/bench_ours_epoch.py on a GPU machine) exactly as
 the `evaluate` stage scores the pipeline's own: BLEU-4 / METEOR / ROUGE-L against the real test problem, ACC-eq
-by this fold's independent evaluator mwp2eq (models/mwp2eq/<dataset>/fold<k>, trained by the pipeline), % novel
+by this fold's independent evaluator mwp2eq (models/evaluator/<dataset>/fold<k>, trained by the pipeline), % novel
 against the whole training fold, ACC-eq on novel problems and Dist-3.
 
     python -m studies.gpu.score_generations studies/gpu/smollm2-135m/generations.csv --dataset arithmetic --fold 0
@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 
 from mwpgen.data.folds import load_fold
-from mwpgen.lm.decoding import predict_equations
-from mwpgen.io import read_generations
-from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.evaluation.metrics import TextScorer, score_generations
+from mwpgen.io import read_generations
+from mwpgen.lm.decoding import predict_equations
+from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 
 
 def main() -> None:
@@ -27,11 +27,11 @@ def main() -> None:
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--fold", type=int, required=True)
     ap.add_argument("--data", type=Path, default=Path("data"))
-    ap.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
+    ap.add_argument("--evaluator", type=Path, help="default: models/evaluator/<dataset>/fold<k>")
     args = ap.parse_args()
 
     rows = read_generations(args.table)
-    evaluator = args.evaluator or Path("models") / "mwp2eq" / args.dataset / f"fold{args.fold}"
+    evaluator = args.evaluator or Path("models") / "evaluator" / args.dataset / f"fold{args.fold}"
     if not (evaluator / "config.json").exists():
         raise SystemExit(f"error: no evaluator mwp2eq at {evaluator}; run `dvc repro train_evaluator` first")
     evaluator, tokenizer = load_model_and_tokenizer(str(evaluator), DEFAULT_MODEL_CACHE)

@@ -79,6 +79,6 @@ from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, convert_gguf
 convert_gguf(Path('$gguf'), DEFAULT_MODEL_CACHE / 'smollm2-135m-instruct')" 2>&1 | tail -3 | log
   echo "=== the default profile's ours (params.yaml), Arithmetic fold 0" | log
   timeout 560 python3 -m studies.gpu.gpu_default_profile train --out "$OUT" --generators ours \
-    --evaluator-metrics metrics/train/mwp2eq/arithmetic/fold0.json --data "$keep/common/data" \
+    --evaluator-metrics metrics/train/evaluator/arithmetic/fold0.json --data "$keep/common/data" \
     --stop-words "$keep/common/stop_words.json" 2>&1 | grep -v Warning | log ;;
 esac

@@ -1,4 +1,5 @@
-"""Judge candidates compared in this study (not the product's judge, mwpgen/judge/rule.py): p(a generated problem encodes its equation), from features a parser and a reader can measure.
+"""Judge candidates compared in this study (not the product's judge, mwpgen/judge/rule.py): p(a generated problem
+encodes its equation), from features a parser and a reader can measure.
 
 The evaluator's greedy parse (ACC-eq's verdict) is one bit; a judge that can be trusted needs more of what the
 parser knows and of what a reader checks first:
@@ -28,8 +29,8 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -137,7 +138,7 @@ class JudgeModel:
         return asdict(self) | {"use": list(self.use)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "JudgeModel":
+    def from_dict(cls, d: dict) -> JudgeModel:
         return cls(**{**d, "use": tuple(d["use"])})
 
 
@@ -218,6 +219,15 @@ def _other_question(problem: str, other: str) -> str | None:
     return " ".join(mine[:-1] + [theirs[-1]])
 
 
+def _negative_makers(problem: str, equation: str, other: dict, rng: random.Random) -> list:
+    """The ways to make a hard negative of (problem, equation), each drawing from `rng` only when called."""
+    return [lambda: (problem, _flip_operator(equation, rng)),
+            lambda: (problem, _swap_operands(equation, rng)),
+            lambda: (_repeat_number(problem, equation, rng), equation),
+            lambda: (_other_question(problem, other["text"]), equation),
+            lambda: (problem, other["equation"])]
+
+
 def consistency_examples(records: Sequence[dict], seed: int) -> Callable[[int], list[LMExample]]:
     """`epoch -> examples`: each real (problem, equation) as " yes" and one hard negative made from it as " no",
     a fresh negative per epoch (seeded). Negatives are checked not to be the same equation again."""
@@ -229,11 +239,7 @@ def consistency_examples(records: Sequence[dict], seed: int) -> Callable[[int], 
             problem, equation = r["text"], r["equation"]
             out.append(LMExample(classifier_prompt(problem, equation), ANSWERS[0], kind="classifier"))
             other = records[rng.randrange(len(records))]
-            makers = [lambda: (problem, _flip_operator(equation, rng)),
-                      lambda: (problem, _swap_operands(equation, rng)),
-                      lambda: (_repeat_number(problem, equation, rng), equation),
-                      lambda: (_other_question(problem, other["text"]), equation),
-                      lambda: (problem, other["equation"])]
+            makers = _negative_makers(problem, equation, other, rng)
             rng.shuffle(makers)
             for make in makers:
                 bad_problem, bad_equation = make()

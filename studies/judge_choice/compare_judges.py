@@ -1,7 +1,7 @@
 """Which consistency judge to trust: candidates compared on the blind validation labels, the chosen one measured
 once on the test labels (data/labels/judge).
 
-    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/mwp2eq/arithmetic/fold0 \
+    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/evaluator/arithmetic/fold0 \
         --out studies/judge_choice
 
 Every candidate is a verdict on (equation, problem): the evaluator's greedy parse (ACC-eq's own verdict), the
@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from mwpgen.io import read_jsonl, write_json, write_jsonl
+from mwpgen.judge.measure import auc, precision_at_recall
 from studies.judge_choice import candidates as judge
 from studies.reading import judge_labels
-from mwpgen.judge.measure import auc, precision_at_recall
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,14 +57,19 @@ WITH_CLASSIFIER = {  # candidates that read the consistency classifier (--classi
 
 
 # --second-parser: a second, independently trained parser (studies/judge_choice/gpu_second_parser.py). Its candidates
-# are rules and fits above, read over features merged from both parsers: the second parser's own, or "both" (each greedy parse is
-# E, and the lower of the two margins: both parsers must believe E).
+# are rules and fits above, read over features merged from both parsers: the second parser's own, or "both" (each greedy
+# parse is E, and the lower of the two margins: both parsers must believe E).
 MERGES = {
-    "second parser": lambda f, s: dataclasses.replace(f, margin=s.margin, logp_per_token=s.logp_per_token,
-                                                      exact=s.exact, equivalent=s.equivalent),
-    "both parsers": lambda f, s: dataclasses.replace(f, margin=min(f.margin, s.margin),
-                                                     logp_per_token=min(f.logp_per_token, s.logp_per_token),
-                                                     exact=f.exact and s.exact, equivalent=f.equivalent and s.equivalent),
+    "second parser": lambda f, s: dataclasses.replace(
+        f, margin=s.margin, logp_per_token=s.logp_per_token, exact=s.exact, equivalent=s.equivalent
+    ),
+    "both parsers": lambda f, s: dataclasses.replace(
+        f,
+        margin=min(f.margin, s.margin),
+        logp_per_token=min(f.logp_per_token, s.logp_per_token),
+        exact=f.exact and s.exact,
+        equivalent=f.equivalent and s.equivalent,
+    ),
 }
 MERGED = ("evaluator parse = E (ACC-eq)", "parse = E, surface checks and operation words", "margin (threshold)",
           "margin + surface checks + operation words")
@@ -128,7 +133,7 @@ def cross_validated(use, feats, labels) -> tuple[list[bool], list[float]]:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("evaluator", type=Path, help="the fold's evaluator (models/mwp2eq/<dataset>/fold<k>)")
+    cli.add_argument("evaluator", type=Path, help="the fold's evaluator (models/evaluator/<dataset>/fold<k>)")
     cli.add_argument("--classifier", type=Path,
                      help="a consistency classifier (studies/judge_choice/train_judge_classifier.py)")
     cli.add_argument("--second-parser", type=Path,
@@ -163,10 +168,15 @@ def main() -> None:
             table.append({"judge": name, "kind": f"fitted ({FOLDS}-fold CV)", **judge.precision_recall(verdict, val_y),
                           "auc": auc(prob, val_y), "precision_at_recall_0.5": precision_at_recall(prob, val_y)})
     # The most recall among those at the target precision; if none reaches it, the most precise at recall >= 0.5.
-    eligible = [t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET and t["recall"] >= 0.5]
+    eligible = [
+        t for t in table if t["precision"] == t["precision"] and t["precision"] >= TARGET and t["recall"] >= 0.5
+    ]
     fallback = [t for t in table if t["recall"] >= 0.5 and t["precision"] == t["precision"]]
-    chosen = (max(eligible, key=lambda t: (t["recall"], t["precision"])) if eligible
-              else max(fallback or table, key=lambda t: (t["precision"] == t["precision"], t["precision"], t["recall"])))
+    chosen = (
+        max(eligible, key=lambda t: (t["recall"], t["precision"]))
+        if eligible
+        else max(fallback or table, key=lambda t: (t["precision"] == t["precision"], t["precision"], t["recall"]))
+    )
 
     _, chosen_feats, judge_of = next(c for c in candidates if c[0] == chosen["judge"])
     if callable(judge_of):
@@ -196,14 +206,22 @@ def main() -> None:
              "and the best precision at recall 0.5.", "",
              "| judge | kind | precision | recall | accepted | AUC | precision at recall 0.5 |",
              "|---|---|---:|---:|---:|---:|---:|"]
-    cell = lambda t, k: f"{t[k]:.3f}" if k in t else ""  # noqa: E731
+    cell = lambda t, k: f"{t[k]:.3f}" if k in t else ""  # noqa: E731 — a one-line local helper
     lines += [f"| {t['judge']} | {t['kind']} | {t['precision']:.3f} | {t['recall']:.3f} | {t['accepted']} | "
               f"{cell(t, 'auc')} | {cell(t, 'precision_at_recall_0.5')} |" for t in table]
-    lines += ["", ("" if eligible else f"No candidate reaches precision {TARGET} on the validation labels; the most "
-                   "precise at recall >= 0.5 is measured. ") + f"Chosen on the validation labels: **{chosen['judge']}**. On the {len(test)} test labels "
-              f"({sum(y[i] for i in test)} consistent), which chose nothing: precision {test_result['precision']:.3f}, "
-              f"recall {test_result['recall']:.3f} ({test_result['accepted']} accepted); the evaluator's ACC-eq verdict "
-              f"there: precision {acc_eq_test['precision']:.3f}, recall {acc_eq_test['recall']:.3f}."]
+    lines += [
+        "",
+        (
+            ""
+            if eligible
+            else f"No candidate reaches precision {TARGET} on the validation labels; the most "
+            "precise at recall >= 0.5 is measured. "
+        )
+        + f"Chosen on the validation labels: **{chosen['judge']}**. On the {len(test)} test labels "
+        f"({sum(y[i] for i in test)} consistent), which chose nothing: precision {test_result['precision']:.3f}, "
+        f"recall {test_result['recall']:.3f} ({test_result['accepted']} accepted); the evaluator's ACC-eq verdict "
+        f"there: precision {acc_eq_test['precision']:.3f}, recall {acc_eq_test['recall']:.3f}.",
+    ]
     (args.out / "judge_choice.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
 

@@ -6,8 +6,9 @@ Then the judge's features (mwpgen.judge.features: beam parses, margin, greedy ve
 (data/labels/judge/problems.csv: uid, equation, problem; no label travels) under it, and its parse accuracy on the
 real Arithmetic fold-k validation and test problems (measured, never used to choose).
 
-    python -m studies.judge_choice.gpu_second_parser --out $OUT          # on the GPU machine: mwpgen only, no Prefect, MLflow, DVC
-    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/mwp2eq/arithmetic/fold0 \
+    # on the GPU machine (mwpgen only, no Prefect, MLflow, DVC):
+    python -m studies.judge_choice.gpu_second_parser --out $OUT
+    bash scripts/run.sh python -m studies.judge_choice.compare_judges models/evaluator/arithmetic/fold0 \
         --second-parser studies/judge_choice/second_parser/features.jsonl    # here: the candidates, side by side
 
 summary.json (data sizes, steps, time, parse accuracies) is rewritten after each part, so a run cut short still
@@ -48,12 +49,12 @@ def parse_data(data: Path, fold: int, seed: int, validation_size: int) -> tuple[
 def main() -> None:
     import torch
 
-    from studies.judge_choice import candidates as judge
+    from mwpgen.device import resolve_device
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import DEFAULT_MODEL_CACHE, load_model_and_tokenizer, load_trained
     from mwpgen.lm.prompts import mwp2eq_examples
     from mwpgen.lm.training import train_causal_lm
-    from mwpgen.runtime import resolve_device
+    from studies.judge_choice import candidates as judge
 
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--out", type=Path, required=True)
@@ -61,7 +62,9 @@ def main() -> None:
     cli.add_argument("--data", type=Path, default=Path("data"))
     cli.add_argument("--labels", type=Path, default=Path("data/labels/judge/problems.csv"))
     cli.add_argument("--fold", type=int, default=0)
-    cli.add_argument("--batch-size", type=int, default=32, help="a GPU takes 4x the evaluator's 8 at about its step time")
+    cli.add_argument(
+        "--batch-size", type=int, default=32, help="a GPU takes 4x the evaluator's 8 at about its step time"
+    )
     cli.add_argument("--max-steps", type=int, default=450, help="optimizer steps (0: one epoch)")
     cli.add_argument("--models", type=Path, default=Path("/tmp/mwpgen-second-parser"))
     args = cli.parse_args()

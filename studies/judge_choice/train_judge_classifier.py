@@ -1,7 +1,8 @@
 """Train the consistency classifier of mwpgen/judge/rule.py on a fold's training problems: its real (problem, equation)
 pairs as "yes", a hard negative made from each as "no" (a fresh one per epoch), starting from the fold's evaluator.
 
-    bash scripts/run.sh python -m studies.judge_choice.train_judge_classifier --evaluator models/mwp2eq/arithmetic/fold0 \\
+    bash scripts/run.sh python -m studies.judge_choice.train_judge_classifier \\
+        --evaluator models/evaluator/arithmetic/fold0 \\
         --out models/judge_classifier/arithmetic/fold0
 
 Only training-fold problems are read (not its validation slice, where the judge's development labels come from, nor
@@ -16,9 +17,9 @@ from pathlib import Path
 
 from mwpgen.config.schema import load_params
 from mwpgen.data.folds import load_fold
-from studies.judge_choice.candidates import consistency_examples
 from mwpgen.lm.loading import load_trained
 from mwpgen.lm.training import train_causal_lm
+from studies.judge_choice.candidates import consistency_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 

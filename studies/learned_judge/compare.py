@@ -1,7 +1,7 @@
 """Which learned judge to use: fitted on the training-fold readings, compared on the validation readings, beside
 today's rule (mwpgen/judge/rule.py). Test readings are scored only with `--test CHOICE`, once, after the choice.
 
-    bash scripts/run.sh python -m studies.learned_judge.compare --evaluator models/mwp2eq/arithmetic/fold0 \
+    bash scripts/run.sh python -m studies.learned_judge.compare --evaluator models/evaluator/arithmetic/fold0 \
         --cache .cache/learned_judge --out studies/learned_judge/comparison
 
 Candidates (mwpgen/judge/model.py): for each backbone (the fold's evaluator; the pre-trained LM) and each
@@ -237,18 +237,32 @@ def run(args: argparse.Namespace) -> dict:
     for saved in args.finetuned:  # judges an earlier run fine-tuned and saved (--save), scored again here
         judge = LearnedJudge.load(saved)
         p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
-        key = f"finetune {judge.info.backbone.rsplit('/', 1)[-1]} layer {judge.info.layer} top {judge.info.trained_layers}"
+        backbone = judge.info.backbone.rsplit("/", 1)[-1]
+        key = f"finetune {backbone} layer {judge.info.layer} top {judge.info.trained_layers}"
         result["candidates"][f"{key} ({saved.name})"] = scores(p, y_valid)
     for seed in args.finetune_seeds if args.finetune else []:
         start = time.perf_counter()
         judge = LearnedJudge.from_lm(folder, layer)
         fit_head(judge, h_train, y_train, l2)
-        finetune(judge, [r["problem"] for r in train], [r["equation"] for r in train], y_train,
-                 layers=args.finetune, epochs=args.epochs, lr=args.lr, seed=seed,
-                 autocast=torch.bfloat16 if args.bf16 else None,
-                 log=lambda e, step, loss: step % 50 == 0 and print(f"epoch {e} step {step} loss {loss:.4f} "
-                                                                 f"{time.perf_counter() - start:.0f} s",
-                                                                 file=sys.stderr, flush=True))
+        finetune(
+            judge,
+            [r["problem"] for r in train],
+            [r["equation"] for r in train],
+            y_train,
+            layers=args.finetune,
+            epochs=args.epochs,
+            lr=args.lr,
+            seed=seed,
+            autocast=torch.bfloat16 if args.bf16 else None,
+            log=lambda e, step, loss, start=start: (
+                step % 50 == 0
+                and print(
+                    f"epoch {e} step {step} loss {loss:.4f} {time.perf_counter() - start:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            ),
+        )
         p = judge.probabilities([r["problem"] for r in valid], [r["equation"] for r in valid])
         if args.save:
             judge.save(args.save / f"seed{seed}")

@@ -2,7 +2,7 @@
 and the surface checks pass, mwpgen/judge/rule.py) and the probe's p is at least a threshold. The rule has the parse,
 which the probes lack; the probe ranks what the rule accepts. Does the pair reach a precision the rule alone does not?
 
-    bash scripts/run.sh python -m studies.learned_judge.gate models/mwp2eq/arithmetic/fold0 \
+    bash scripts/run.sh python -m studies.learned_judge.gate models/evaluator/arithmetic/fold0 \
         --cache .cache/learned_judge --out studies/learned_judge/gate
 
 The probe is compare.py's chosen kind (a logistic regression on the evaluator's layer `--layer`, L2 `--l2`), fitted
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> dict:
     t_probe = threshold_at_recall(p["validation"], y["validation"], RECALL)
     # where the rule's own recall is below 0.5 the gate cannot reach it: it is then the rule alone
     t_gate = max(threshold_at_recall(gate["validation"], y["validation"], RECALL), 1e-9)
-    # the evaluator as models/mwp2eq/<dataset>/fold<k>, wherever the clone is
+    # the evaluator as models/evaluator/<dataset>/fold<k>, wherever the clone is
     out = {"cpu": cpu_name(), "evaluator": "/".join(Path(args.evaluator).parts[-4:]), "layer": args.layer,
            "l2": args.l2, "counts": {part: {"n": len(rows), "right": sum(y[part])} for part, rows in parts.items()}}
     for part in ("validation", "test"):

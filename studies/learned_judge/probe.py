@@ -3,7 +3,8 @@ logistic regression on its last hidden state at the prompt's end says p(M encode
 candidate, no fine-tuning; the LM is the fold's evaluator (it already reads problems into equations) or any
 causal LM folder.
 
-    bash scripts/run.sh python -m studies.learned_judge.probe models/mwp2eq/arithmetic/fold0 --cross-validate validation
+    bash scripts/run.sh python -m studies.learned_judge.probe models/evaluator/arithmetic/fold0 \
+        --cross-validate validation
 
 `--cross-validate PART` fits and scores on one part's labels by seeded k-fold cross-validation (a preview while
 the training corpus is being read); `--fit train --score validation` is the real comparison; `--score test` is
@@ -17,8 +18,8 @@ import json
 import random
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -35,7 +36,7 @@ def embeddings(model, tokenizer, problems: Sequence[str], equations: Sequence[st
                batch_size: int = 16) -> torch.Tensor:
     """[layers + 1, N, D] hidden states at each prompt's last token (left-padded batches: the last column), the
     embedding layer first."""
-    from mwpgen.lm.decoding import _left_pad  # noqa: PLC2701 - the project's own helper
+    from mwpgen.lm.decoding import _left_pad  # the project's own helper, private to its module
     from mwpgen.lm.prompts import encode_prompt
 
     model.eval()

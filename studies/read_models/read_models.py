@@ -18,10 +18,10 @@ of test problems: `build --models ours --out data/labels/read_models/ours`); `sc
 
 `build` draws `--n` test problems of a fold by a seeded draw, takes each model's generated problem for them from the
 generate stage (results/generations/<model>/<dataset>/fold<k>.csv), and makes one blind reading set of them all
-(studies/reading/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were written
-for TEST equations: they only measure. The sets live in data/labels/read_models/<set> (the judge's measure_judge stage
-reads them, and a stage reads labels from data/ only), with the reports that compare them where `--report` put each:
-data/labels/read_models/<set>/reading.md, <set>/vs_*/ and <set>/cross/; only GPT-pre against ours is
+(studies/reading/blind_reading.py: readers see equation and problem only, shuffled across models). These problems were
+written for TEST equations: they only measure. The sets live in data/labels/read_models/<set> (the judge's measure_judge
+stage reads them, and a stage reads labels from data/ only), with the reports that compare them where `--report` put
+each: data/labels/read_models/<set>/reading.md, <set>/vs_*/ and <set>/cross/; only GPT-pre against ours is
 studies/read_models/reading.md. `build` and `cross-build` refuse a folder that already holds readings (labels_*.csv).
 
 `score` reports each model's share read right, the difference of every later model from the first with a paired
@@ -109,7 +109,7 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
     agree = sum(first[u] == y for u, y in second.items())
     result = {"dataset": drawn["dataset"], "fold": drawn["fold"], "test_problems": len(ids), "overlap": len(second),
               "overlap_agree": agree, "models": per_model}
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731 — a one-line local helper
     lines = [f"Blind reading of {len(ids)} seeded test problems of {drawn['dataset']} fold {drawn['fold']} per model "
              f"(sets: {', '.join(str(o) for o in outs)}; the two readings of the {len(second)} overlap problems agree "
              f"on {agree}).", "",
@@ -119,7 +119,8 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
         lo, hi = e["read_right_95ci"]
         d = e.get("minus_" + models[0])
         dtext = f"{100 * d['mean']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}]" if d else "baseline"
-        cell = lambda v: f"{v['accepted']}, {pct(v['precision'])}" if v else "n/a"  # noqa: E731
+        def cell(v):
+            return f"{v['accepted']}, {pct(v['precision'])}" if v else "n/a"
         lines.append(f"| {m} | {pct(e['read_right'])} [{pct(lo)}, {pct(hi)}] | {dtext} | {cell(e.get('judged'))} | "
                      f"{cell(e.get('acc_eq'))} |")
     return blind_reading.write_report(out, result, lines)
@@ -175,7 +176,9 @@ def main() -> None:
     cli.add_argument("--n", type=int, default=100, help="test problems drawn (cross-build: problems per set)")
     cli.add_argument("--report", type=Path, help="score: the folder for reading.md / reading.json (default: the one "
                      "set, or the sets' common folder); cross-build, cross-score: the cross-check's own folder")
-    cli.add_argument("--baseline", help="score: the model the others are compared with (default: the first set's first)")
+    cli.add_argument(
+        "--baseline", help="score: the model the others are compared with (default: the first set's first)"
+    )
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", type=int, default=0)
     cli.add_argument("--out", type=Path, nargs="+", required=True,

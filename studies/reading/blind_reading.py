@@ -1,6 +1,6 @@
 """Blind reading sets: generated problems shown to readers with nothing but their equation, and the labels joined
-back. Shared by studies/verify_k/read_verify_k.py (what verified generation shows) and studies/read_models/read_models.py (two models on the
-same test problems).
+back. Shared by studies/verify_k/read_verify_k.py (what verified generation shows) and
+studies/read_models/read_models.py (two models on the same test problems).
 
 A set lives in one folder:
 - `problems.csv`: uid, equation, problem: all a reader sees (no model, K, parse or verdict), shuffled by a seeded draw;

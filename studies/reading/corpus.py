@@ -9,10 +9,10 @@ fold, read blind. Test equations never enter it (they only measure: data/labels/
 
 `draw` takes a seeded draw of `--n` equations of the split, weighted by shape (SHAPE_WEIGHT: the shapes where right
 problems are rare, subtraction, division and two operators, are drawn twice as often; `--shapes` keeps only some),
-and for each writes the greedy problem and `--k` top-p samples at each `--temperature` (the service's setting is T = 1, top-p 0.9; lower
-temperatures give more right problems, so right and wrong both occur). Ours decodes as `mwpgen generate` does
-(mwpgen.generate.service: the selector's context, the same prompt and decoding); GPT-pre as the generate stage
-does (the heuristic keywords of the problem as context). Every candidate is kept with its source
+and for each writes the greedy problem and `--k` top-p samples at each `--temperature` (the service's setting is T = 1,
+top-p 0.9; lower temperatures give more right problems, so right and wrong both occur). Ours decodes as `mwpgen
+generate` does (mwpgen.generate.service: the selector's context, the same prompt and decoding); GPT-pre as the generate
+stage does (the heuristic keywords of the problem as context). Every candidate is kept with its source
 (<out>/candidates/<model>_<split>.csv); nothing a judge computes is stored, so reading stays blind.
 
 `build` puts every distinct (equation, problem) of every candidates file into one shuffled set (problems.csv:
@@ -89,7 +89,7 @@ def ours_texts(service, prompts: list, decoding: dict, copies: int, seed: int, m
     after prompt), cut at the first newline as the service cuts them."""
     import torch
 
-    from mwpgen.lm.decoding import _generation_config  # noqa: PLC2701 - the project's own helper
+    from mwpgen.lm.decoding import _generation_config  # the project's own helper, private to its module
     from mwpgen.ours.inputs import pad_rows
 
     config = _generation_config(service.tokenizer, decoding["decoding"], 1, decoding.get("top_p", 1.0),
@@ -104,10 +104,10 @@ def ours_texts(service, prompts: list, decoding: dict, copies: int, seed: int, m
 def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     import torch
 
+    from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
-    from mwpgen.runtime import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
     device = resolve_device(args.device)
@@ -138,12 +138,12 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
 
 def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     from mwpgen.config.schema import load_params
+    from mwpgen.device import resolve_device
     from mwpgen.io import read_jsonl
     from mwpgen.lm.decoding import generate_texts
     from mwpgen.lm.loading import load_trained
     from mwpgen.lm.prompts import generator_prompt
     from mwpgen.paths import FoldPaths
-    from mwpgen.runtime import resolve_device
 
     device = resolve_device(args.device)
     model, tokenizer = load_trained(args.checkpoint, device)
@@ -208,7 +208,11 @@ def build(out: Path) -> None:
     """The blind set of every candidates file; uids already given keep their problem, new problems are appended."""
     shown = [r for path in sorted((out / "candidates").glob("*.csv")) for r in blind_reading.rows(path)]
     problems_file = out / "problems.csv"
-    known = {(p["equation"], p["problem"]): p["uid"] for p in blind_reading.rows(problems_file)} if problems_file.exists() else {}
+    known = (
+        {(p["equation"], p["problem"]): p["uid"] for p in blind_reading.rows(problems_file)}
+        if problems_file.exists()
+        else {}
+    )
     distinct: dict[tuple[str, str], list[dict]] = {}
     for r in shown:
         distinct.setdefault((r["equation"], r["generated"]), []).append(r)

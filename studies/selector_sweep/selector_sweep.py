@@ -25,13 +25,13 @@ from pathlib import Path
 
 from mwpgen.config.schema import OursTrainParams, Params, load_params
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.io import atomic_write_text, read_jsonl, write_json
-from mwpgen.ours.build import build_models, warm_start_selector
 from mwpgen.ours.inputs import JointExample
-from mwpgen.ours.selection import context_lm_loss, selection_stats
+from mwpgen.ours.selection_stats import context_lm_loss, selection_stats
+from mwpgen.ours.train_and_save import build_models, warm_start_selector
 from mwpgen.ours.training import train_joint
 from mwpgen.paths import PROJECT_ROOT, FoldPaths
-from mwpgen.runtime import resolve_device
 
 # Each grid is a list of settings: the switches of train.ours that differ from params.yaml.
 GRIDS = {
@@ -115,14 +115,23 @@ def choose(rows: list[dict]) -> str | None:
 
 def header(grid: str, steps: int, batch_size: int, dataset: str, fold: int, data: SweepData, seeds: list[int],
            machine: str) -> str:
-    return (f"### Selector sweep ({grid}): phase 1, {steps or 'all its'} steps of {batch_size} on {dataset} fold {fold} "
-            f"({len(data.train)} training problems), seeds {', '.join(map(str, seeds))}; scored on the "
-            f"{len(data.val)}-problem validation slice, test problems ({len(data.test)}) only counted; {machine}")
+    return (
+        f"### Selector sweep ({grid}): phase 1, {steps or 'all its'} steps of {batch_size} on {dataset} fold {fold} "
+        f"({len(data.train)} training problems), seeds {', '.join(map(str, seeds))}; scored on the "
+        f"{len(data.val)}-problem validation slice, test problems ({len(data.test)}) only counted; {machine}"
+    )
 
 
 def markdown(rows: list[dict], chosen: str | None, title: str) -> str:
-    lines = [title, "", ("| setting | seed | val loss | validation: words (median, mean), none | test: words (median, "
-             "mean), none | q range | selected share, first / last 10 steps | holds |"), "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        title,
+        "",
+        (
+            "| setting | seed | val loss | validation: words (median, mean), none | test: words (median, "
+            "mean), none | q range | selected share, first / last 10 steps | holds |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         v, t = r["validation"], r["test"]
         lines.append(f"| {r['setting']} | {r['seed']} | {r['val_loss']:.4f} | {v['words_median']:g}, "
@@ -159,7 +168,7 @@ def machine_name(device: str, mixed_precision: bool = True) -> str:
 
     if device.startswith("cuda"):
         return f"GPU {torch.cuda.get_device_name(0)}"
-    from mwpgen.runtime import cpu_supports_bf16
+    from mwpgen.device import cpu_supports_bf16
 
     precision = ("native bf16" if cpu_supports_bf16() else "fp32") if mixed_precision else "fp32 (mixed_precision off)"
     return f"CPU {platform.processor() or platform.machine()}, {precision}"
@@ -185,12 +194,24 @@ def main(argv: list[str] | None = None) -> None:
     args = cli.parse_args(argv)
     params = load_params(args.params)
     device = resolve_device(args.device or params.train.device)
-    report = sweep(params, args.dataset, args.fold, args.steps, args.max_train, args.grid, args.seeds, device,
-                   args.out, machine_name(device, params.train.mixed_precision),
-                   on_row=lambda setting, row: print(f"{row['setting']} seed {row['seed']}: val loss "
-                                                     f"{row['val_loss']:.4f}, median {row['validation']['words_median']}"
-                                                     f" words, none {row['test']['none_share']:.1%} of test",
-                                                     flush=True))
+    report = sweep(
+        params,
+        args.dataset,
+        args.fold,
+        args.steps,
+        args.max_train,
+        args.grid,
+        args.seeds,
+        device,
+        args.out,
+        machine_name(device, params.train.mixed_precision),
+        on_row=lambda setting, row: print(
+            f"{row['setting']} seed {row['seed']}: val loss "
+            f"{row['val_loss']:.4f}, median {row['validation']['words_median']}"
+            f" words, none {row['test']['none_share']:.1%} of test",
+            flush=True,
+        ),
+    )
     print("chosen:", report["chosen"])
 
 

@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger
 
 from flows.common import PROJECT_ROOT, params_or_exit, run_stage
 from mwpgen.config.schema import Params
-from mwpgen.runtime import resolve_device
+from mwpgen.device import resolve_device
 from studies.selector_sweep.selector_sweep import add_arguments, machine_name, sweep
 from tracking.runs import stage_run
 

@@ -28,9 +28,9 @@ import torch
 
 from benchmarks.flops import matmul_params, matmul_rate, sync
 from benchmarks.machine import describe
+from mwpgen.device import autocast_dtype
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.lm.training import lm_loss
-from mwpgen.runtime import autocast_dtype
 
 
 def main(argv=None) -> None:

@@ -30,9 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from orchestration.parallel_repro import dvc_repro, plan, run
 
-from orchestration.parallel_repro import dvc_repro, plan, run  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sh(cwd: Path, *cmd: str) -> None:

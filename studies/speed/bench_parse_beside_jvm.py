@@ -1,6 +1,7 @@
 """The evaluator's parse while the METEOR JVM starts beside it, at 2 and 1 torch threads (issue 22's smoke run).
 
-    bash scripts/run.sh python -m studies.speed.bench_parse_beside_jvm models/mwp2eq/arithmetic/fold0 --n 8 --repeats 3
+    bash scripts/run.sh python -m studies.speed.bench_parse_beside_jvm models/evaluator/arithmetic/fold0 \
+        --n 8 --repeats 3
 
 The evaluate stage starts the METEOR JVM first so that it loads while the evaluator parses (flows/evaluate.py). On
 2 cores, torch's two OpenMP threads then share the CPU with the JVM's start. Each arm parses the first `--n` test
@@ -14,21 +15,21 @@ import statistics
 import time
 from pathlib import Path
 
+import torch
+
+from mwpgen.data.folds import load_fold
+from mwpgen.evaluation.metrics import TextScorer
+from mwpgen.lm.decoding import predict_equations
+from mwpgen.lm.loading import load_trained
+
 ROOT = Path(__file__).resolve().parents[1]
-
-import torch  # noqa: E402
-
-from mwpgen.data.folds import load_fold  # noqa: E402
-from mwpgen.evaluation.metrics import TextScorer  # noqa: E402
-from mwpgen.lm.decoding import predict_equations  # noqa: E402
-from mwpgen.lm.loading import load_trained  # noqa: E402
 
 ARMS = [("alone", 2), ("alone", 1), ("beside JVM start", 2), ("beside JVM start", 1)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("evaluator", type=Path, help="a trained evaluator (models/mwp2eq/<dataset>/fold<k>)")
+    parser.add_argument("evaluator", type=Path, help="a trained evaluator (models/evaluator/<dataset>/fold<k>)")
     parser.add_argument("--n", type=int, default=8, help="test problems parsed per arm (the smoke profile: 8)")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

@@ -1,6 +1,6 @@
 """Idle CPU of the shared Prefect server: Prefect's default services vs only the ones a pipeline run needs.
 
-    bash scripts/run.sh python -m studies.speed.bench_server_idle default trimmed      (studies/stage_overhead/README.md)
+    bash scripts/run.sh python -m studies.speed.bench_server_idle default trimmed   (studies/stage_overhead/README.md)
 
 Each arm starts a server (orchestration.prefect_api.prefect_server) in a fresh PREFECT_HOME, leaves it idle for
 IDLE_S seconds and reports the CPU time its process used meanwhile.

@@ -34,10 +34,10 @@ import torch
 
 from benchmarks.flops import timed
 from benchmarks.machine import describe
+from mwpgen.device import autocast_dtype
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.ours.consistency import free_running_problems, gumbel_noise
 from mwpgen.ours.inputs import pad_rows
-from mwpgen.runtime import autocast_dtype
 
 
 def write_today(model, prompts, noise, amp):
@@ -164,8 +164,11 @@ def main(argv=None) -> None:
     for _ in range(args.rounds):
         for name in args.arms:
             result = {}
-            times[name].append(timed(lambda: result.setdefault("t", ARMS[name](model, prompts, noise, amp)), device)
-                               / args.tokens)
+
+            def write(result=result, name=name):  # bound here, though timed() calls it within this iteration
+                return result.setdefault("t", ARMS[name](model, prompts, noise, amp))
+
+            times[name].append(timed(write, device) / args.tokens)
             tokens[name] = result["t"]
     print(f"machine: {describe()}")
     print(f"model {args.model}: batch {args.batch}, {args.tokens} tokens a row, autocast {amp or 'off (fp32)'}, "

@@ -6,9 +6,9 @@ token is the host's dispatching of ops rather than arithmetic, side by side in o
 
 Arms: the model itself, and the same architecture (its depth, head layout and vocabulary) at widths 64 / 128 / 8 (a
 hidden size of 64, an MLP of 128, heads 8 wide), whose arithmetic is nearly nothing: its time per token is what the
-host spends issuing the same ops (30 layers' projections, norms, attention, the cache, the Gumbel draw over the vocabulary).
-Both write `--tokens` tokens for `--batch` rows (no EOS stops them), scoring pass included, bf16 autocast as training
-has it; arms interleaved, median of `--rounds`.
+host spends issuing the same ops (30 layers' projections, norms, attention, the cache, the Gumbel draw over the
+vocabulary). Both write `--tokens` tokens for `--batch` rows (no EOS stops them), scoring pass included, bf16 autocast
+as training has it; arms interleaved, median of `--rounds`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import torch
 
 from benchmarks.flops import timed
 from benchmarks.machine import describe
+from mwpgen.device import autocast_dtype
 from mwpgen.lm.loading import DEFAULT_MODEL, DEFAULT_MODEL_CACHE, load_model_and_tokenizer
 from mwpgen.ours.consistency import free_running_problems
-from mwpgen.runtime import autocast_dtype
 
 
 def narrow_copy(model):

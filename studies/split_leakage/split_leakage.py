@@ -14,10 +14,10 @@ import collections
 import random
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from mwpgen.data.splits import duplicate_groups
+from mwpgen.io import read_jsonl
 
-from mwpgen.data.splits import duplicate_groups  # noqa: E402
-from mwpgen.io import read_jsonl  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

@@ -20,7 +20,9 @@ import yaml
 def outputs(clone: Path) -> dict[tuple[str, str], str]:
     """(stage, output path) -> md5, as the clone's dvc.lock records them."""
     stages = yaml.safe_load((clone / "dvc.lock").read_text())["stages"]
-    return {(stage, out["path"]): out.get("md5", "") for stage, entry in stages.items() for out in entry.get("outs", [])}
+    return {
+        (stage, out["path"]): out.get("md5", "") for stage, entry in stages.items() for out in entry.get("outs", [])
+    }
 
 
 def leaves(value, prefix: str = ""):

@@ -1,7 +1,7 @@
 """Where the stage processes of a run spend their CPU: a `py-spy record --subprocesses --format raw` profile, read.
 
     py-spy record --subprocesses --idle -r 20 --format raw -o run.raw -- \\
-        bash scripts/run.sh python -m pytest -q -n 0 tests/test_pipeline_models.py
+        bash scripts/run.sh python -m pytest -q -n 0 tests/pipeline/test_pipeline_models.py
     python -m studies.stage_overhead.read_pyspy run.raw [--rate 20]
 
 Per process: the seconds its threads were on the CPU (samples whose innermost frame is not a wait: a thread blocked

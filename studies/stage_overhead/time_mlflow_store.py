@@ -1,7 +1,8 @@
 """What one stage's MLflow run costs against each tracking URI given: import the client, open the store, create a
 run, log a param, end it; each URI in a fresh Python, alternating, `--rounds` times.
 
-    mlflow server --backend-store-uri sqlite:////tmp/srv.db --port 5123 &   # MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false: 2 processes
+    # with MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false: 2 processes
+    mlflow server --backend-store-uri sqlite:////tmp/srv.db --port 5123 &
     python -m studies.stage_overhead.time_mlflow_store http://127.0.0.1:5123 sqlite:////tmp/file.db --rounds 3
 """
 

@@ -60,8 +60,8 @@ def main(argv=None) -> None:
 
     from mwpgen import registry
     from mwpgen.data.folds import load_fold
+    from mwpgen.device import cpu_supports_bf16
     from mwpgen.judge.readings import tuning_candidates
-    from mwpgen.runtime import cpu_supports_bf16
     from studies.learned_judge.compare import cpu_name
     from tasks.tune import tune_ours_bundle
 

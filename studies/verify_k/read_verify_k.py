@@ -1,5 +1,5 @@
-"""Blind reading of the problems verified generation shows (studies/verify_k/verify_k.py): how often is a shown problem right,
-and how often is "verified: yes" right, per K?
+"""Blind reading of the problems verified generation shows (studies/verify_k/verify_k.py): how often is a shown problem
+right, and how often is "verified: yes" right, per K?
 
     python -m studies.verify_k.read_verify_k build studies/verify_k/verify_judge   # data/labels/verify_judge/
     python -m studies.verify_k.read_verify_k score studies/verify_k/verify_judge   # its reading.{json,md}
@@ -21,7 +21,6 @@ the same for the judge with the evaluator's parse, and the agreement of the two 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -88,7 +87,7 @@ def score(reading: Path, *more: Path, report: Path | None = None) -> dict:
                 for s, ks in sorted(by_shape.items())}
     result = {"problems_read": len(first), "overlap": len(second), "overlap_agree": agree, "per_k": per_k,
               "by_shape": by_shape}
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}"  # noqa: E731 — a one-line local helper
     lines = [f"Blind reading of the problems verified generation showed ({len(first)} distinct problems; the two "
              f"readings of the {len(second)}-problem overlap agree on {agree}).", "",
              "| K | shown | read right (%) [95% CI] | verified (%) | verified: yes right (%) | judge with the "

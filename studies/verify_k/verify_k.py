@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from mwpgen.data.folds import load_fold
+from mwpgen.device import resolve_device
 from mwpgen.evaluation.metrics import acc_eq
 from mwpgen.generate.request import Request
 from mwpgen.generate.service import Service, bundle_folder
@@ -44,7 +45,6 @@ from mwpgen.lm.loading import load_trained
 from mwpgen.ours.bundle import load_bundle, load_mwp2eq, select_context
 from mwpgen.ours.inputs import JointExample, encode_joint
 from mwpgen.paths import FoldPaths
-from mwpgen.runtime import resolve_device
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,12 +184,16 @@ def summarise(args: argparse.Namespace, evaluator_dir: Path, test: list[dict], s
 
 
 def markdown(result: dict) -> str:
-    pct = lambda x: "n/a" if isinstance(x, float) and math.isnan(x) else f"{100 * x:.1f}"  # noqa: E731
-    lines = [f"Verified generation on {result['dataset']} fold {result['fold']} ({result['n_test']} test problems, "
-             f"{result['device']}; judge: {result['judge']}): ACC-eq by the independent evaluator of the fold.", "",
-             "| K | shown | ACC-eq (%) | ACC-eq equivalent (%) | verified: the service's judge (%) | the judge with the "
-             "evaluator's parse (%) | s / problem |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    def pct(x):
+        return "n/a" if isinstance(x, float) and math.isnan(x) else f"{100 * x:.1f}"
+    lines = [
+        f"Verified generation on {result['dataset']} fold {result['fold']} ({result['n_test']} test problems, "
+        f"{result['device']}; judge: {result['judge']}): ACC-eq by the independent evaluator of the fold.",
+        "",
+        "| K | shown | ACC-eq (%) | ACC-eq equivalent (%) | verified: the service's judge (%) | the judge with the "
+        "evaluator's parse (%) | s / problem |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     lines += [f"| {r['k']} | {r['n']} | {pct(r['acc_eq'])} | {pct(r['acc_eq_equivalent'])} | {pct(r['verified'])} | "
               f"{pct(r['judged_by_evaluator'])} | {r['s_per_problem']:.3f} |" for r in result["rows"]]
     return "\n".join(lines) + "\n"
@@ -200,7 +204,7 @@ def main(argv=None) -> None:
     ap.add_argument("bundle", type=Path, help="a trained ours (bundle folder or MLflow model folder)")
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--fold", type=int, required=True)
-    ap.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
+    ap.add_argument("--evaluator", type=Path, help="default: models/evaluator/<dataset>/fold<k>")
     ap.add_argument("--judge", type=Path, help="a learned judge (train_judge's output) to verify with; default: the "
                     "rule with the co-trained mwp2eq")
     ap.add_argument("--data", type=Path, default=ROOT / "data")

@@ -4,28 +4,28 @@ hold a right problem, and which ranking puts one first?
     python -m studies.verify_pools.verify_pools sample models/ours/arithmetic/fold0 --dataset arithmetic --fold 0 \
         --split validation --n 20 --k 16 --temperature 1 0.7 --greedy --out studies/verify_pools
     python -m studies.verify_pools.verify_pools sample ... --split test ...
-    python -m studies.verify_pools.verify_pools build studies/verify_pools     # one blind reading set of both splits' candidates
-    python -m studies.verify_pools.verify_pools score                          # labels -> rankings compared per split
+    python -m studies.verify_pools.verify_pools build studies/verify_pools  # one blind reading of both splits
+    python -m studies.verify_pools.verify_pools score                       # labels -> rankings compared per split
 
 `sample` draws `--n` equations (seeded) of the fold's validation slice or test fold, and for each samples K top-p
 candidates at each `--temperature` as `mwpgen generate --verify K` does (mwpgen.generate.service: the same prompt,
-seeds and decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict
-(mwpgen.judge.rule.judged) and its log p(equation) per token (the service's rank), the generator's mean token
-log-likelihood, and the fold's independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
+seeds and decoding), and with `--greedy` the greedy problem too, keeping every distinct candidate of each pool in
+sampling order with what each ranking can use: the co-trained mwp2eq's parse, its verdict (mwpgen.judge.rule.judged) and
+its log p(equation) per token (the service's rank), the generator's mean token log-likelihood, and the fold's
+independent evaluator's parse and verdict. Writes <out>/pools_<split>.csv.
 
-`build` makes one blind reading set (studies/reading/blind_reading.py) of both splits' candidates, shuffled together: readers
-see equation and problem only. It lives in `--reading` (default data/labels/verify_pools: the judge's stages read
-its validation pools to choose and its test pools to measure, and a stage reads labels from data/ only). `score` reports per split and pool (each temperature's, and each with the greedy
-problem as its first candidate): the share of candidates read right, the share of pools whose first k candidates hold
-a right one (what a perfect judge could show at K = k), and for every ranking the share of shown problems read right
-and the precision of its "verified". Validation pools choose a ranking; test pools only
-measure it (data/labels/evaluator/README.md).
+`build` makes one blind reading set (studies/reading/blind_reading.py) of both splits' candidates, shuffled together:
+readers see equation and problem only. It lives in `--reading` (default data/labels/verify_pools: the judge's stages
+read its validation pools to choose and its test pools to measure, and a stage reads labels from data/ only). `score`
+reports per split and pool (each temperature's, and each with the greedy problem as its first candidate): the share of
+candidates read right, the share of pools whose first k candidates hold a right one (what a perfect judge could show at
+K = k), and for every ranking the share of shown problems read right and the precision of its "verified". Validation
+pools choose a ranking; test pools only measure it (data/labels/evaluator/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 import time
@@ -38,8 +38,22 @@ from studies.reading import blind_reading
 ROOT = Path(__file__).resolve().parents[2]
 READING = ROOT / "data" / "labels" / "verify_pools"  # the committed reading of every sampled candidate
 SPLITS = ("validation", "test")
-COLUMNS = ["split", "id", "equation", "context", "source", "sample", "copies", "generated", "co_verified", "co_parse", "co_firmness",
-           "generator_loglik", "evaluator_parse", "evaluator_judged"]
+COLUMNS = [
+    "split",
+    "id",
+    "equation",
+    "context",
+    "source",
+    "sample",
+    "copies",
+    "generated",
+    "co_verified",
+    "co_parse",
+    "co_firmness",
+    "generator_loglik",
+    "evaluator_parse",
+    "evaluator_judged",
+]
 KEY = ["split", "id", "source", "sample", "co_verified", "co_firmness", "generator_loglik", "evaluator_judged"]
 RESAMPLES = 1000
 
@@ -47,6 +61,7 @@ RESAMPLES = 1000
 def sample(args: argparse.Namespace) -> None:
     from mwpgen.config.schema import load_params
     from mwpgen.data.folds import load_fold
+    from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
     from mwpgen.generate.service import Service, bundle_folder
     from mwpgen.judge.rule import judged
@@ -54,7 +69,6 @@ def sample(args: argparse.Namespace) -> None:
     from mwpgen.lm.loading import load_trained
     from mwpgen.ours.bundle import load_bundle, load_mwp2eq
     from mwpgen.paths import FoldPaths
-    from mwpgen.runtime import resolve_device
     from studies.verify_k.verify_k import fold_contexts
 
     device = resolve_device(args.device)
@@ -93,11 +107,25 @@ def sample(args: argparse.Namespace) -> None:
             co_parse = service.parse(texts)
             firmness = service.equation_firmness(texts, equation)
             evaluator_parse = predict_equations(evaluator, evaluator_tokenizer, texts, device=device)
-            rows += [{"split": args.split, "id": record["id"], "equation": equation, "context": " ".join(context),
-                      "source": source, "sample": first[t], "copies": drawn.count(t), "generated": t,
-                      "co_verified": judged(cp, equation, t), "co_parse": cp, "co_firmness": round(f, 4),
-                      "generator_loglik": round(g, 4), "evaluator_parse": ep, "evaluator_judged": judged(ep, equation, t)}
-                     for t, cp, f, g, ep in zip(texts, co_parse, firmness, loglik, evaluator_parse)]
+            rows += [
+                {
+                    "split": args.split,
+                    "id": record["id"],
+                    "equation": equation,
+                    "context": " ".join(context),
+                    "source": source,
+                    "sample": first[t],
+                    "copies": drawn.count(t),
+                    "generated": t,
+                    "co_verified": judged(cp, equation, t),
+                    "co_parse": cp,
+                    "co_firmness": round(f, 4),
+                    "generator_loglik": round(g, 4),
+                    "evaluator_parse": ep,
+                    "evaluator_judged": judged(ep, equation, t),
+                }
+                for t, cp, f, g, ep in zip(texts, co_parse, firmness, loglik, evaluator_parse)
+            ]
         print(f"{args.split}: {i + 1}/{len(records)} pools, {len(rows)} candidates, "
               f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -205,7 +233,7 @@ def score(reading: Path, ks: list[int]) -> dict:
     for split in SPLITS:
         for kind, pools in candidate_pools(key, first, split).items():
             result["splits"].setdefault(split, {})[kind] = score_pools(pools, ks)
-    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}"  # noqa: E731
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}"  # noqa: E731 — a one-line local helper
     lines = [f"Every candidate of verified generation, read blind ({len(first)} distinct problems; the two readings "
              f"of the {len(second)}-problem overlap agree on {result['overlap_agree']}). Validation pools choose; "
              f"test pools measure.", ""]
@@ -231,7 +259,7 @@ def main(argv=None) -> None:
                    help="one pool of K samples per temperature")
     s.add_argument("--greedy", action="store_true", help="also keep the greedy problem (one more candidate)")
     s.add_argument("--max-new-tokens", type=int, default=80)
-    s.add_argument("--evaluator", type=Path, help="default: models/mwp2eq/<dataset>/fold<k>")
+    s.add_argument("--evaluator", type=Path, help="default: models/evaluator/<dataset>/fold<k>")
     s.add_argument("--params", type=Path, default=ROOT / "params.yaml", help="for the validation slice's size")
     s.add_argument("--data", type=Path, default=ROOT / "data")
     s.add_argument("--device", default="auto")

@@ -1,0 +1,142 @@
+"""The reading corpus tool (studies/reading/corpus.py): shapes, the weighted draw, a blind set that keeps its uids
+when it grows, labels checked by line, and a draw with a tiny GPT-pre on synthetic training equations."""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+
+import pytest
+import yaml
+
+from mwpgen.data.splits import seeded_folds
+from mwpgen.io import write_json, write_jsonl
+from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
+from studies.reading import corpus
+from tests.helpers.synthetic_mwp import synthetic_records
+from tests.helpers.tiny_model import tiny_model_dir
+
+
+@pytest.mark.parametrize("equation, expected", [
+    ("x = num1 + num2", "+"), ("x = num2 - num1", "-"), ("x = ( num1 / num2 )", "/"), ("x = - num1 * num2", "*"),
+    ("x = num1 + num2 * num3", "two operators"), ("x = ( num1 - num2 ) / num3 + num4", "three or more operators")])
+def test_shape_is_the_equations_binary_operators(equation, expected):
+    assert corpus.shape(equation) == expected
+
+
+def test_weighted_draw_is_seeded_distinct_and_favours_the_rare_shapes():
+    records = [{"id": str(i), "equation": "x = num1 + num2" if i % 2 else "x = num1 - num2"} for i in range(2000)]
+    drawn = corpus.weighted_draw(records, 400, "s")
+    assert drawn == corpus.weighted_draw(records, 400, "s")
+    assert len({r["id"] for r in drawn}) == 400
+    shapes = collections.Counter(corpus.shape(r["equation"]) for r in drawn)
+    assert shapes["-"] > 1.5 * shapes["+"]  # weight 2 against 1: about 2:1 in a draw this small a share
+
+
+def _candidates(out, name, pairs):
+    rows = [{"split": "train", "id": str(i), "equation": eq, "shape": corpus.shape(eq), "context": "c",
+             "model": "ours", "source": "greedy", "sample": 0, "generated": text} for i, (eq, text) in enumerate(pairs)]
+    corpus.blind_reading.write_rows(out / "candidates" / f"{name}.csv", rows, corpus.CANDIDATE_COLUMNS)
+
+
+def _read(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_build_keeps_uids_when_the_corpus_grows_and_covers_every_problem(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus, "BATCH", 4)
+    monkeypatch.setattr(corpus, "OVERLAP", 3)
+    first = [("x = num1 + num2", f"problem {i}") for i in range(6)]
+    _candidates(tmp_path, "ours_train", first + first[:2])  # a repeated text is one problem
+    corpus.build(tmp_path)
+    before = {p["uid"]: (p["equation"], p["problem"]) for p in _read(tmp_path / "problems.csv")}
+    assert len(before) == 6
+    overlap = _read(tmp_path / "batches" / "overlap.csv")
+    _candidates(tmp_path, "gpt_pre_train", [("x = num1 - num2", f"other {i}") for i in range(3)])
+    corpus.build(tmp_path)
+    after = {p["uid"]: (p["equation"], p["problem"]) for p in _read(tmp_path / "problems.csv")}
+    assert len(after) == 9 and all(after[u] == pair for u, pair in before.items())
+    assert _read(tmp_path / "batches" / "overlap.csv") == overlap
+    batched = [p["uid"] for b in sorted((tmp_path / "batches").glob("batch_*.csv")) for p in _read(b)]
+    assert sorted(batched) == sorted(after)
+    assert {r["uid"] for r in _read(tmp_path / "key.csv")} == set(after)
+
+
+def test_score_names_a_bad_label_by_file_and_line_and_counts_agreement(tmp_path):
+    _candidates(tmp_path, "ours_train", [("x = num1 + num2", "a"), ("x = num1 - num2", "b")])
+    corpus.build(tmp_path)
+    uids = [p["uid"] for p in _read(tmp_path / "problems.csv")]
+    labels = tmp_path / "labels"
+    labels.mkdir()
+    (labels / "batch_01.csv").write_text(f"uid,label,note\n{uids[0]},1,\n{uids[1]},yes,\n")
+    with pytest.raises(SystemExit, match=r"batch_01.csv:3: label must be 0 or 1, got 'yes'"):
+        corpus.score(tmp_path)
+    (labels / "batch_01.csv").write_text(f"uid,label,note\n{uids[0]},1,\n{uids[1]},0,\n")
+    (labels / "overlap.csv").write_text(f"uid,label,note\n{uids[0]},1,\n{uids[1]},1,\n")
+    result = corpus.score(tmp_path)
+    assert (result["read"], result["right"], result["overlap_read_twice"], result["overlap_agree"]) == (2, 1, 2, 1)
+    assert sum(g["n"] for g in result["by"]["shape"].values()) == 2
+
+
+def _project(tmp_path):
+    """A synthetic Arithmetic fold (data folder, params file, folds) under tmp_path."""
+    records = synthetic_records(40)
+    data = tmp_path / "data"
+    write_jsonl(data / "processed" / "arithmetic.jsonl", records)
+    folds = seeded_folds(records, 5, 1)
+    write_json(data / "splits" / "arithmetic.json", {"dataset": "arithmetic", "folds": folds})
+    write_jsonl(data / "keywords" / "arithmetic" / "fold0.jsonl",
+                [{"id": r["id"], "split": "test" if r["id"] in folds[0] else "train", "noun": ["apples"],
+                  "tfidf": ["apples"]} for r in records])
+    params = yaml.safe_load((corpus.ROOT / "params.yaml").read_text())
+    params["experiment"]["validation_size"] = 4
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    return records, data, folds
+
+
+def test_shapes_keep_the_seeded_order_of_those_shapes(tmp_path):
+    _, data, _ = _project(tmp_path)
+    args = dict(params=tmp_path / "params.yaml", data=data, dataset="arithmetic", fold=0, split="train",
+                seed=corpus.SEED, skip=0)
+    every = corpus._records(argparse.Namespace(**args, n=10**6, shapes=None))
+    wanted = ["-", "two operators"]
+    picked = corpus._records(argparse.Namespace(**args, n=3, shapes=wanted))
+    assert picked == [r for r in every if corpus.shape(r["equation"]) in wanted][:3] and len(picked) == 3
+    later = corpus._records(argparse.Namespace(**(args | {"skip": 5}), n=10**6, shapes=wanted))
+    assert later == [r for r in every[5:] if corpus.shape(r["equation"]) in wanted]
+
+
+def test_draw_with_gpt_pre_writes_only_training_equations(tmp_path):
+    records, data, folds = _project(tmp_path)
+    model = tiny_model_dir(tmp_path / "tiny", [r["text"] + " " + r["equation"] for r in records]
+                           + [GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE])
+    common = ["--model", "gpt_pre", "--split", "train", "--k", "2", "--batch", "2", "--max-new-tokens", "6",
+              "--data", str(data), "--params", str(tmp_path / "params.yaml"), "--device", "cpu",
+              "--out", str(tmp_path / "corpus")]
+    corpus.main(["draw", str(model), "--n", "5", *common])
+    rows = _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train.csv")
+    assert rows and {r["split"] for r in rows} == {"train"}
+    assert not {r["id"] for r in rows} & set(folds[0])  # no test equation
+    assert len({r["id"] for r in rows}) <= 5 and {r["source"] for r in rows} <= {"greedy", "T=0.7", "T=1"}
+    # A later draw continues the same seeded order in a file of its own: no equation twice, nothing overwritten.
+    corpus.main(["draw", str(model), "--n", "4", "--skip", "5", *common])
+    assert _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train.csv") == rows
+    more = _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train_from5.csv")
+    assert more and not {r["id"] for r in more} & {r["id"] for r in rows}
+
+
+def test_ours_batched_greedy_texts_are_each_requests_own(tmp_path):
+    from mwpgen.generate.request import Request
+    from mwpgen.generate.service import Service
+    from tests.unit.test_generate_cli import RECORDS, make_tiny_bundle
+
+    service = Service.load(make_tiny_bundle(tmp_path / "ours"), device="cpu")
+    requests = [Request(equation=e, context=k, given=e, decoding="greedy", max_new_tokens=8) for e, _, k in RECORDS]
+    alone = [service.samples(r, service.prompt(r))[0] for r in requests]
+    batched = corpus.ours_texts(service, [service.prompt(r) for r in requests], {"decoding": "greedy"}, 1, 0, 8)
+    assert batched == alone
+    sampled = corpus.ours_texts(service, [service.prompt(r) for r in requests],
+                                {"decoding": "top_p", "temperature": 1.0, "top_p": 0.9}, 3, 0, 8)
+    assert len(sampled) == 9
