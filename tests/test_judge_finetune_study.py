@@ -68,7 +68,7 @@ def test_every_step_runs_on_a_tiny_model(tmp_path):
     compare.main(["probe", *common, "--layers", "1", "2"])
     for seed in (0, 1):
         compare.main(["finetune", *common, "--layers", "2", "--seed", str(seed), "--warm-start", "8"])
-    compare.main(["cost", *common, "--layers", "1", "2", "--cost-rows", "8"])
+    compare.main(["cost", *common, "--layers", "1", "2", "--cost-rows", "8", "--repeats", "2"])
     compare.main(["table", "--cache", str(cache), "--limit", "40", "--out", str(tmp_path / "results")])
     result = json.loads((tmp_path / "results.json").read_text())
     names = set(result["rows"])

@@ -84,7 +84,8 @@ def probe_scores(backbone: Path, train: Sequence[dict], validation: Sequence[dic
     from studies.learned_judge.compare import hidden_by_layer
 
     tag = Path(backbone).name
-    fit = hidden_by_layer(str(backbone), list(layers), list(train), cache, f"states_{tag}_train{len(train)}")
+    # one cache file per part: a sample of the training readings reuses the states of every reading already read
+    fit = hidden_by_layer(str(backbone), list(layers), list(train), cache, f"states_{tag}_train")
     score = hidden_by_layer(str(backbone), list(layers), list(validation), cache, f"states_{tag}_validation")
     out = {}
     for layer in layers:
@@ -131,24 +132,38 @@ def stored_rule_scores(root: Path, validation: Sequence[dict]) -> tuple[list[flo
     return verdicts, origin
 
 
-def parse_cost(backbone: Path, rows: Sequence[dict], batch_size: int) -> dict:
-    """What the rule's greedy parse costs per candidate with a 30-layer LM of the evaluator's architecture."""
+def _timed(run, n: int) -> dict:
+    load = load_average()
+    start = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - start
+    return {"seconds": round(seconds, 2), "ms_per_candidate": round(1000 * seconds / max(n, 1), 1),
+            "load_average": [load, load_average()]}
+
+
+def costs(parser: Path, backbone: Path, layers: Sequence[int], rows: Sequence[dict], *, parse_batch: int,
+          judge_batch: int, repeats: int, stops_after_equation: bool) -> dict:
+    """ms per candidate of the rule's greedy parse (a 30-layer LM of the evaluator's architecture) and of a judge
+    over each of `layers` (its weights do not change its cost), timed `repeats` times in turn on the same rows; the
+    fastest of each is the figure (the others' load only ever slows a run down). `stops_after_equation`: the parser
+    is a stand-in that does not stop after an equation (the pre-trained LM), so its new tokens are capped at the
+    longest equation's tokens and EOS, the steps the evaluator takes."""
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_model_and_tokenizer
 
-    model, tokenizer = load_model_and_tokenizer(str(backbone))
-    load = load_average()
-    start = time.perf_counter()
-    predict_equations(model, tokenizer, [r["problem"] for r in rows], batch_size=batch_size)
-    seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 1), "ms_per_candidate": round(1000 * seconds / max(len(rows), 1), 1),
-            "load_average": [load, load_average()], "n": len(rows)}
-
-
-def judge_cost(backbone: Path, layer: int, rows: Sequence[dict], batch_size: int) -> dict:
-    """What one judge over the first `layer` layers costs per candidate (its weights do not change the cost)."""
-    _, cost = timed_probabilities(LearnedJudge.from_lm(backbone, layer), rows, batch_size)
-    return {**cost, "n": len(rows)}
+    model, tokenizer = load_model_and_tokenizer(str(parser))
+    problems = [r["problem"] for r in rows]
+    cap = max(len(tokenizer(" " + r["equation"])["input_ids"]) for r in rows) + 1 if stops_after_equation else 48
+    judges = {layer: LearnedJudge.from_lm(backbone, layer) for layer in layers}
+    runs: dict[str, list[dict]] = {"parse": [], **{f"L{layer}": [] for layer in layers}}
+    for _ in range(repeats):
+        runs["parse"].append(_timed(lambda: predict_equations(model, tokenizer, problems, batch_size=parse_batch,
+                                                              max_new_tokens=cap), len(rows)))
+        for layer, judge in judges.items():
+            runs[f"L{layer}"].append(_timed(lambda j=judge: j.probabilities(problems, [r["equation"] for r in rows],
+                                                                          judge_batch), len(rows)))
+    return {name: {"ms_per_candidate": min(r["ms_per_candidate"] for r in timed), "n": len(rows), "runs": timed,
+                   **({"max_new_tokens": cap} if name == "parse" else {})} for name, timed in runs.items()}
 
 
 def finetune_scores(evaluator: Path, train: Sequence[dict], validation: Sequence[dict], *, layer: int, seed: int,

@@ -1,11 +1,14 @@
 """A judge fine-tuned as a whole against today's judge, on the validation readings.
 
-    E=/work/run/models/mwp2eq/arithmetic/fold0 C=.cache/judge_finetune
-    bash scripts/run.sh nice -n 19 python -m studies.judge_finetune.compare rule --evaluator $E --cache $C
-    bash scripts/run.sh nice -n 19 python -m studies.judge_finetune.compare probe --evaluator $E --cache $C
-    bash scripts/run.sh nice -n 19 python -m studies.judge_finetune.compare finetune --evaluator $E --cache $C \
-        --layer 6 --seed 0
-    bash scripts/run.sh python -m studies.judge_finetune.compare table --cache $C --out studies/judge_finetune/results
+    P=$HOME/.cache/mwpgen/models/smollm2-135m-instruct C=.cache/judge_finetune   # or P=the fold's evaluator
+    R="nice -n 19 bash scripts/run.sh python -m studies.judge_finetune.compare"
+    $R rule --cache $C                        # or --evaluator models/mwp2eq/arithmetic/fold0 to parse afresh
+    $R probe --backbone $P --cache $C --layers 6 12 --max-train 1000
+    $R cost --backbone $P --cache $C --layers 6 12
+    $R finetune --backbone $P --cache $C --layers 6 --max-train 1000 --lr 1e-4 --seed 0   # and --seed 1, ...
+    $R finetune --backbone $P --cache $C --layers 6 --max-train 1000 --synthetic 500 --lr 1e-4 --seed 0 \
+        --data /work/run/data
+    $R table --cache $C --out studies/judge_finetune/results
 
 Each step scores every validation reading with one candidate (candidates.py) and keeps the scores in the cache;
 `table` reads them all and writes <out>.json and <out>.md: AUC, precision at recall 0.3 and 0.5, calibration error
@@ -89,9 +92,9 @@ def score(args) -> None:
         return
     if args.step == "cost":
         rows = validation[:args.cost_rows]
-        cost = {"parse": candidates.parse_cost(args.evaluator or args.backbone, rows, params.generate.batch_size),
-                **{f"L{layer}": candidates.judge_cost(args.backbone, layer, rows, cfg.batch_size)
-                   for layer in args.layers}}
+        cost = candidates.costs(args.evaluator or args.backbone, args.backbone, args.layers, rows,
+                                parse_batch=params.generate.batch_size, judge_batch=cfg.batch_size,
+                                repeats=args.repeats, stops_after_equation=args.evaluator is None)
         args.cache.mkdir(parents=True, exist_ok=True)
         (args.cache / "cost.json").write_text(json.dumps({**cost, **where}, indent=1) + "\n", encoding="utf-8")
         print(cost)
@@ -211,6 +214,7 @@ def main(argv=None) -> None:
     ap.add_argument("--layers", type=int, nargs="+", default=[12], help="decoder layers a judge keeps (probe: one "
                                                                            "probe each; finetune: the first)")
     ap.add_argument("--cost-rows", type=int, default=64, help="cost: validation readings timed")
+    ap.add_argument("--repeats", type=int, default=3, help="cost: timings of each, the fastest kept")
     ap.add_argument("--max-train", type=int, default=0, help="a seeded sample of the training readings (0: all)")
     ap.add_argument("--synthetic", type=int, default=0, help="add this many synthetic readings (synthetic.py)")
     ap.add_argument("--seed", type=int, default=0)
