@@ -1,8 +1,9 @@
 """Each candidate judge's score of every validation reading, computed once and kept in the cache folder
 (`<cache>/scores/<name>.json`), with the seconds its validation pass took: the comparison (compare.py) reads them.
 
-- `rule`: the evaluator's greedy parse of each validation problem (mwpgen.lm.decoding.predict_equations, as stage
-  train_judge computes it) and the rule's verdict (mwpgen.judge.rule.judged);
+- `rule`: the rule's verdict (mwpgen.judge.rule.judged) on the evaluator's greedy parse of each validation problem
+  (mwpgen.lm.decoding.predict_equations, as stage train_judge computes it), or on the committed evaluator's parses
+  the studies recorded (`stored_rule_scores`) where no evaluator is on the machine;
 - `probe`: today's judge as stage train_judge fits it (mwpgen.judge.choose.fit_and_choose's steps: LearnedJudge over
   the first `judge.layer` layers of the evaluator, its head fitted by fit_head on the frozen states of the training
   readings, L2 `judge.l2`); its p alone (the gated form is the table's, from the rule's verdicts);

@@ -35,7 +35,7 @@ from mwpgen.judge.readings import CHOOSING_SETS, readings
 from mwpgen.judge.verdicts import gated_scores
 from mwpgen.runtime import autocast_dtype
 from studies.judge_finetune import candidates
-from studies.judge_finetune.figures import SHAPES, figures
+from studies.judge_finetune.figures import SHAPES, figures, paired_difference, shape
 from studies.judge_finetune.synthetic import synthetic_readings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -170,11 +170,39 @@ def table(args) -> dict:
             rows[name] = {**figures(s, labels, equations), "ms_per_candidate": cost}
             rows[f"{name} + rule gate"] = {**figures(gated_scores(s, verdicts), labels, equations),
                                            "ms_per_candidate": plus(cost, ms(None))}
+    by_shape = {}  # the rule's one point per shape: its figures at a recall rank ties in reading order
+    for name in SHAPES:
+        idx = [i for i, e in enumerate(equations) if shape(e) == name]
+        hit, said, right = (sum(verdicts[i] and labels[i] for i in idx), sum(verdicts[i] for i in idx),
+                            sum(labels[i] for i in idx))
+        by_shape[name] = {"precision": round(hit / said, 4) if said else None,
+                          "recall": round(hit / right, 4) if right else None}
+    rows["rule (today's fallback)"]["rule_by_shape"] = by_shape
+    scores = _scores_by_row(groups, verdicts)
+    versus = {}
+    if args.reference in scores:  # each judge against today's, paired on the same readings
+        groups_of = [r["group"] for r in validation]
+        versus = {name: paired_difference(s, scores[args.reference], labels, groups_of, resamples=args.resamples)
+                  for name, s in scores.items() if name != args.reference}
     return {"cpu": rule["cpu"], "threads": rule["threads"], "backbone": rule["backbone"],
+            "reference": args.reference, "versus_reference": versus,
             "rule": {k: v for k, v in rule.items() if k not in ("keys", "scores", "parses", "origin")},
             "validation": {"n": len(labels), "right": sum(labels)}, "rows": rows,
             "runs": {name: {k: v for k, v in s.items() if k not in ("keys", "scores")} for name, s in saved.items()},
             "cost": costs}
+
+
+def _scores_by_row(groups: dict[str, list[dict]], verdicts: list[bool]) -> dict[str, list[float]]:
+    """Every row's scores by the table's row name (each run, each ensemble, each gated by the rule)."""
+    out = {}
+    for config, runs in groups.items():
+        members = [(r["name"], r["scores"]) for r in runs]
+        if len(runs) > 1:
+            members.append((f"{config}_ensemble{len(runs)}", [sum(c) / len(c) for c in zip(*(s for _, s in members))]))
+        for name, s in members:
+            out[name] = s
+            out[f"{name} + rule gate"] = gated_scores(s, verdicts)
+    return out
 
 
 def markdown(result: dict) -> str:
@@ -184,8 +212,8 @@ def markdown(result: dict) -> str:
              "Calibration error: 10-bin ECE after Platt scaling fitted on these same readings (in-sample). "
              "ms per candidate: the `cost` step's timing of each judge on the same readings, back to back (a gated "
              "form adds the rule's greedy parse, an ensemble its members).", "",
-             "| candidate | AUC | precision at recall 0.3 | precision at recall 0.5 | calibration error (Platt, in-sample) "
-             "| ms per candidate |", "|---|---:|---:|---:|---:|---:|"]
+             "| candidate | AUC | precision at recall 0.3 | precision at recall 0.5 "
+             "| calibration error (Platt, in-sample) | ms per candidate |", "|---|---:|---:|---:|---:|---:|"]
     for name, f in result["rows"].items():
         lines.append(f"| {name} | {f['auc']} | {f['precision_at_recall_0.3']} | {f['precision_at_recall_0.5']} | "
                      f"{f['calibration_error_platt_in_sample']} | {f['ms_per_candidate']} |")
@@ -195,10 +223,21 @@ def markdown(result: dict) -> str:
               "Precision at recall 0.5 within each equation shape (n readings, right):", "",
               "| candidate | " + " | ".join(SHAPES) + " |", "|---|" + "---:|" * len(SHAPES)]
     first = next(iter(result["rows"].values()))["by_shape"]
+    point = rule["rule_by_shape"]
+    lines.append("| rule's one point (precision, recall) | " + " | ".join(
+        f"{point[s]['precision']}, {point[s]['recall']}" for s in SHAPES) + " |")
     lines.append("| (n, right) | " + " | ".join(f"{first[s]['n']}, {first[s]['right']}" for s in SHAPES) + " |")
     for name, f in result["rows"].items():
         lines.append(f"| {name} | " + " | ".join(str(f["by_shape"][s]["precision_at_recall_0.5"]) for s in SHAPES)
                      + " |")
+    if result["versus_reference"]:
+        lines += ["", f"Against {result['reference']} (today's judge), paired on the same readings: the difference and "
+                  "its 95 % interval from resampling dataset problems:", "",
+                  "| candidate | AUC difference | precision at recall 0.5 difference |", "|---|---:|---:|"]
+        for name, d in result["versus_reference"].items():
+            lines.append(f"| {name} | {d['auc']:+.4f} [{d['auc_ci'][0]:+.3f}, {d['auc_ci'][1]:+.3f}] | "
+                         f"{d['precision_at_recall_0.5']:+.4f} [{d['precision_at_recall_0.5_ci'][0]:+.3f}, "
+                         f"{d['precision_at_recall_0.5_ci'][1]:+.3f}] |")
     return "\n".join(lines) + "\n"
 
 
@@ -225,6 +264,10 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0, help="only the first N readings of each part (a smoke run)")
     ap.add_argument("--out", type=Path, help="table: writes <out>.json and <out>.md")
+    ap.add_argument("--reference", default="probe_L12_nall + rule gate",
+                    help="table: the row every other is compared with (today's judge: layer 12, every training "
+                         "reading, gated by the rule)")
+    ap.add_argument("--resamples", type=int, default=1000, help="table: bootstrap resamples of dataset problems")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.step == "table":
