@@ -2,7 +2,7 @@
 
     P=$HOME/.cache/mwpgen/models/smollm2-135m-instruct C=.cache/judge_finetune   # or P=the fold's evaluator
     R="nice -n 19 bash scripts/run.sh python -m studies.judge_finetune.compare"
-    $R rule --cache $C                        # or --evaluator models/mwp2eq/arithmetic/fold0 to parse afresh
+    $R rule --cache $C                        # or --evaluator models/evaluator/arithmetic/fold0 to parse afresh
     $R probe --backbone $P --cache $C --layers 6 12 --max-train 1000
     $R cost --backbone $P --cache $C --layers 6 12
     $R finetune --backbone $P --cache $C --layers 6 --max-train 1000 --lr 1e-4 --seed 0   # and --seed 1, ...
@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 
 from mwpgen.config.schema import load_params
+from mwpgen.device import autocast_dtype
 from mwpgen.judge.choose import subsample
 from mwpgen.judge.readings import CHOOSING_SETS, readings
 from mwpgen.judge.verdicts import gated_scores
-from mwpgen.runtime import autocast_dtype
 from studies.judge_finetune import candidates
 from studies.judge_finetune.figures import SHAPES, figures, paired_difference, shape
 from studies.judge_finetune.synthetic import synthetic_readings

@@ -14,7 +14,7 @@ from mwpgen.judge.model import PROMPT
 from studies.judge_finetune import compare
 from studies.judge_finetune.figures import platt, shape
 from studies.judge_finetune.synthetic import perturb, swap_order, synthetic_readings
-from tests.tiny_model import tiny_model_dir
+from tests.helpers.tiny_model import tiny_model_dir
 
 EQUATIONS = ["x = num1 + num2", "x = num1 - num2", "x = num1 * num2", "x = num1 / num2",
              "x = ( num1 + num2 ) * num3", "x = num1 - num2 - num3"]
