@@ -223,7 +223,7 @@ def main() -> None:
     if os.environ.get(DEBUG_ENV) != "1":  # a failure is said in one line, below; the stage's own output above it
         for name in ("prefect.flow_runs", "prefect.task_runs"):
             logging.getLogger(name).addFilter(NoTraceback())
-    signal.signal(signal.SIGTERM, _sigterm_as_exit)  # a SIGTERM stops the stages as a Ctrl-C does, then exits
+    previous = signal.signal(signal.SIGTERM, _sigterm_as_exit)  # a SIGTERM stops the stages as Ctrl-C does, then exits
     try:
         with clone_lock(PROJECT_ROOT):
             check_tracking_server()
@@ -243,6 +243,8 @@ def main() -> None:
         print("interrupted: the running stage was stopped as by a Ctrl-C (a training keeps its checkpoint); "
               "run the same command again to go on", file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # main() is also called in-process (tests, the deployment flow)
 
 
 def _sigterm_as_exit(signum, frame) -> None:
