@@ -65,3 +65,14 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = cli.main(["generate", *argv])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def tiny_served_model(folder: Path):
+    """The served MLflow model (tracking/pyfunc_model.py) loaded in process over a tiny bundle made in `folder`."""
+    from types import SimpleNamespace
+
+    from tracking.pyfunc_model import OursModel
+
+    model = OursModel()
+    model.load_context(SimpleNamespace(artifacts={"bundle": str(make_tiny_bundle(folder / "ours"))}))
+    return model

@@ -13,19 +13,12 @@ import pytest
 from mwpgen.generate import request as request_module
 from mwpgen.generate.request import RequestError, parse_request, read_request_file
 from tests.helpers.generate_faults import one_line_error, served_error
-from tests.helpers.tiny_bundle import make_tiny_bundle, run_cli
+from tests.helpers.tiny_bundle import run_cli, tiny_served_model
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from types import SimpleNamespace
-
-    from tracking.pyfunc_model import OursModel
-
-    model = OursModel()
-    model.load_context(SimpleNamespace(artifacts={"bundle": str(make_tiny_bundle(tmp_path_factory.mktemp("t") /
-                                                                                  "ours"))}))
-    return model
+    return tiny_served_model(tmp_path_factory.mktemp("t"))
 
 
 def _no_model(monkeypatch):

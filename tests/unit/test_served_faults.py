@@ -12,19 +12,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.helpers.tiny_bundle import make_tiny_bundle
+from tests.helpers.tiny_bundle import tiny_served_model
 
 GOOD = {"equation": "x = 12 - 5", "context": "Joan", "max_new_tokens": 8}
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tracking.pyfunc_model import OursModel
-
-    model = OursModel()
-    model.load_context(SimpleNamespace(artifacts={"bundle": str(make_tiny_bundle(tmp_path_factory.mktemp("t") /
-                                                                                  "ours"))}))
-    return model
+    return tiny_served_model(tmp_path_factory.mktemp("t"))
 
 
 def _answer(served, model_input, params=None) -> tuple[int, dict]:
