@@ -13,7 +13,9 @@ The fold's learned judge (stage train_judge, models/judge/<dataset>/fold<k>) is 
 parts of data/labels/judge, and on every blind reading of a test equation the project holds (mwpgen/judge/readings.py:
 data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge; none of them fitted or chose it):
 its AUC, precision at recall 0.5 and precision and recall at its threshold (with bootstrap intervals; a judge gated by
-the rule gets the rule's verdicts, as evaluate gives them), and the rule's verdicts on those same readings. A fold where
+the rule gets the rule's verdicts, as evaluate gives them), the rule's verdicts on those same readings, and "verified:
+yes" as `mwpgen generate --verify` says it (the per-shape thresholds of mwpgen/judge/verified.py), overall and per
+equation shape. A fold where
 train_judge adopted no judge records why (its no_judge.json).
 
 Every bootstrap interval resamples dataset problems (each reading's `group`), each with all its readings: the
@@ -28,13 +30,14 @@ from prefect import flow, get_run_logger
 
 from flows.common import fold_paths, params_or_exit, run_stage, stage_args
 from mwpgen.config.schema import Params
+from mwpgen.data.equation_shapes import SHAPES, equation_shape
 from mwpgen.evaluation.metrics import equation_matches
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.judge.measure import measure, verdict_quality
 from mwpgen.judge.readings import LABELLED_FOLD, reading_set, readings
 from mwpgen.judge.rule import JUDGE_RULE, judged
 from mwpgen.judge.saved import JudgeInfo, has_judge, no_judge_reason
-from mwpgen.judge.verdicts import accepts, gated_scores
+from mwpgen.judge.verdicts import accepts, gated_scores, verifies
 from mwpgen.paths import PROJECT_ROOT
 from mwpgen.registry import EVALUATOR
 from tasks.judge import judge_probabilities
@@ -105,8 +108,9 @@ def measure_judge(params: Params, dataset: str, fold: int) -> dict:
         result["learned_judge"] = {**learned_on_tests(info, tests, parse_of, probability_of, seed),
                                    "label_conflicts": conflicts} if learned else \
             {"no_judge": no_judge_reason(judge_dir)}
-        for name in ("learned", "rule"):
-            run.metrics({f"test_readings_{name}_{k}": v for k, v in result["learned_judge"].get(name, {}).items()
+        for name in ("learned", "rule", "verified"):
+            figures = result["learned_judge"].get(name, {})
+            run.metrics({f"test_readings_{name}_{k}": v for k, v in figures.get("all", figures).items()
                          if k in ("auc", "precision_at_recall_0.5", "precision", "recall") and v is not None})
         columns = ("uid", "part", "label", "parsed", "acc_eq", "judged") + \
             (("judge_probability", "learned_judged") if learned else ())
@@ -144,7 +148,27 @@ def learned_on_tests(info: JudgeInfo, tests: list[dict], parse_of: dict, probabi
                         **{k: None if quality[k] is None else round(quality[k], 4) for k in ("precision", "recall")},
                         **{k: quality[k] for k in ("accepted", "precision_ci", "recall_ci", "tp", "fp", "fn")}},
             "rule": {**verdict_quality(rule, labels, seed, groups=groups),
-                     "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]}}
+                     "auc": measure([float(v) for v in rule], labels, 0.5)["auc"]},
+            "verified": verified_on_tests(info, tests, p, rule, seed)}
+
+
+def verified_on_tests(info: JudgeInfo, tests: list[dict], p: list[float], rule: list[bool], seed: int) -> dict:
+    """"verified: yes" as the product says it (verdicts.verifies: the thresholds of mwpgen/judge/verified.py) on
+    every test reading: its precision and recall with bootstrap intervals over the dataset problems, overall and per
+    equation shape, beside the target it was chosen for on validation."""
+    verdicts = [verifies(info, q, v, r["equation"]) for q, v, r in zip(p, rule, tests)]
+    shapes = [equation_shape(r["equation"]) for r in tests]
+
+    def quality(rows: list[int]) -> dict:
+        labels = [tests[i]["label"] for i in rows]
+        figures = verdict_quality([verdicts[i] for i in rows], labels, seed, groups=[tests[i]["group"] for i in rows])
+        return {"n": len(rows), "right": sum(labels), **{k: figures[k] for k in (
+            "accepted", "tp", "precision", "precision_ci", "recall", "recall_ci")}}
+
+    return {"precision_target": info.verified.get("precision_target"), "thresholds": info.verified.get("thresholds"),
+            "all": quality(list(range(len(tests)))),
+            "shapes": {shape: quality([i for i, s in enumerate(shapes) if s == shape])
+                       for shape in SHAPES if shape in shapes}}
 
 
 if __name__ == "__main__":

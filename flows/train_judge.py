@@ -5,8 +5,9 @@ a linear head on its hidden state after `judge.layer` decoder layers says p(M en
 blind readings of training-fold equations only (the `train` part: data/labels/corpus, corpus_round2 and corpus_round3);
 with `judge.finetune_layers` the top layers are trained with it, one run per seed. The readings of validation equations
 (data/labels/judge's validation part, data/labels/verify_pools' validation pools) choose the seed (best AUC) and the
-threshold: the highest that accepts `judge.recall` of the validation problems read right. Test readings are never read
-here: measure_judge measures the judge on them (mwpgen/judge/readings.py keeps the parts apart).
+threshold: the highest that accepts `judge.recall` of the validation problems read right; and the thresholds "verified:
+yes" is held to, per equation shape, for precision 0.9 (mwpgen/judge/verified.py). Test
+readings are never read here: measure_judge measures the judge on them (mwpgen/judge/readings.py keeps the parts apart).
 
 The rule (mwpgen/judge/rule.py `judged`, with the fold's evaluator's greedy parse, as evaluate applies it) judges the
 same validation readings. The judge is tried alone and gated by the rule (accepting only what the rule accepts); the
@@ -105,11 +106,16 @@ def train_judge(params: Params, dataset: str, fold: int) -> dict:
             "validation_precision": val["precision"], "validation_recall": val["recall"], "threshold": val["threshold"],
             "rule_validation_precision": versus["rule_precision"], "rule_validation_recall": versus["rule_recall"],
             "gated_by_rule": float(measured["gated_by_rule"]), "adopted": float(versus["adopted"]),
+            "verified_validation_precision": measured["verified"]["validation_all"]["precision"],
+            "verified_validation_accepted": measured["verified"]["validation_all"]["accepted"],
             "judge_wall_s": result["wall_s"]}.items() if v is not None})
         run.artifact(paths.judge_metrics)
         log.info("judge of %s fold %d (%s): validation AUC %s, precision %s at recall %s (threshold %.3f); %s",
                  dataset, fold, "gated by the rule" if measured["gated_by_rule"] else "alone", val["auc"],
                  val["precision"], val["recall"], val["threshold"], versus["reason"])
+        chosen = measured["verified"]["thresholds"]
+        log.info('"verified: yes" held to precision %s per shape: %s', measured["verified"]["precision_target"],
+                 ", ".join(f"{shape} {'never' if t is None else f'p >= {t:.3f}'}" for shape, t in chosen.items()))
     return result
 
 

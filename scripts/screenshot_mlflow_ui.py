@@ -1,14 +1,17 @@
-"""Screenshot the MLflow UI's `mwpgen` experiment in headless Chromium, against a scratch tracking store.
+"""Screenshot the MLflow UI's `mwpgen` experiment of a real tracking store in headless Chromium.
 
-    bash scripts/run.sh python scripts/screenshot_mlflow_ui.py      # -> docs/mlflow_ui/{experiment,plain_link}.png
+    bash scripts/run.sh python scripts/screenshot_mlflow_ui.py               # this clone's mlflow.db
+    bash scripts/run.sh python scripts/screenshot_mlflow_ui.py --store path/to/mlflow.db --pipeline <run id>
 
-It makes a scratch sqlite store in a temporary folder with runs of the `mwpgen` experiment, created by
-tracking/runs.py as the stages create them (two pipeline runs, `pipeline · smoke · all` and `pipeline · default ·
-all`, each with `<model> · arithmetic` -> `<model> · arithmetic · fold 0` children holding metrics), starts
-`mlflow server` on a free loopback port and, each in a fresh Chromium profile (as a first visit), saves two pictures:
-  experiment.png   tracking.runs.ui_url: what scripts/mlflow_ui.sh prints, the experiment's runs table;
-  plain_link.png   #/experiments/<id>, the experiment's plain link, which MLflow 3.17.2 opens on the side its
-                   sidebar switch is on (GenAI by default: the Overview of traces), whatever the experiment's tags.
+It copies the store (sqlite) into a temporary folder, so the clone's own is never touched, serves the copy with
+`mlflow server` on a free loopback port and, each in a fresh Chromium profile (as a first visit), saves into
+docs/mlflow_ui/:
+  runs_table.png    what scripts/mlflow_ui.sh prints (tracking.runs.ui_url): the experiment's runs table;
+  compare.png       MLflow's Compare of two fold runs of the pipeline run (default GPT-pre and ours): their names
+                    say model, dataset and fold, and the metrics they share line up;
+  val_loss.png      the metric page charting `val_loss` by step for every fold run of the pipeline run that has it;
+  folds.png         (only where the pipeline ran several folds) the runs table searched for one model's fold runs.
+The pipeline run is the newest top-level run named `pipeline · …` that finished, unless `--pipeline` names one.
 Needs Debian's `chromium` (`apt-get install chromium`); not part of the test suite. Nothing leaves the machine: the
 server listens on 127.0.0.1 and Chromium's background networking is off.
 """
@@ -16,6 +19,7 @@ server listens on 127.0.0.1 and Chromium's background networking is off.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -24,41 +28,18 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RUNS = {  # model -> (BLEU-4, ACC-eq) of the committed default run (README "Results"), to have something to compare
-    "gpt_pre": (0.199, 0.326),
-    "ours": (0.169, 0.295),
-    "seq2seq-tf": (0.05, 0.1),
-}
+sys.path.insert(0, str(ROOT))
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def make_store(home: Path) -> str:
-    """A scratch store with the mwpgen experiment and two pipeline runs; returns the experiment id."""
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{home / 'mlflow.db'}"
-    sys.path.insert(0, str(ROOT))
-    from tracking.provenance import PROFILE_TAG
-    from tracking.runs import PARENT_ENV, client, experiment_id, fold_run, stage_run
-
-    for profile, scale, wall in (("smoke", 0.2, 621.0), ("default", 1.0, 7491.0)):
-        with stage_run("pipeline", tags={"dvc.targets": "all", PROFILE_TAG: profile}) as pipeline:
-            pipeline.params({"profile": profile, "experiment": {"datasets": ["arithmetic"], "folds": [0]}})
-            os.environ[PARENT_ENV] = pipeline.run_id
-            for model, (bleu, acc) in RUNS.items():
-                with fold_run(model, "arithmetic", 0, "evaluate") as run:
-                    run.params({"model": model, "dataset": "arithmetic", "fold": 0})
-                    run.metrics({"bleu4": bleu * scale, "acc_eq_equivalent": acc * scale, "n_test": 298})
-            pipeline.metrics({"wall_s": wall})
-        os.environ.pop(PARENT_ENV)
-    return experiment_id(client())
 
 
 def wait_until_serving(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
@@ -89,20 +70,71 @@ def screenshot(url: str, out: Path, budget_ms: int, chromium: str, size: str) ->
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def pipeline_run(c, exp: str, run_id: str | None):
+    """The pipeline run to show: `run_id`, else the newest finished top-level `pipeline · …` run."""
+    if run_id:
+        return c.get_run(run_id)
+    for run in c.search_runs([exp], "attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"],
+                             max_results=200):
+        if "mlflow.parentRunId" not in run.data.tags and run.info.run_name.startswith("pipeline · "):
+            return run
+    raise SystemExit("no finished `pipeline · …` run in this store: run the pipeline first (or name one: --pipeline)")
+
+
+def fold_runs(c, exp: str, pipeline_id: str) -> list:
+    """The fold runs (`model · dataset · fold k`) under the pipeline run's `model · dataset` runs."""
+    groups = c.search_runs([exp], f"tags.mlflow.parentRunId = '{pipeline_id}'", max_results=500)
+    runs = []
+    for group in groups:
+        runs += c.search_runs([exp], f"tags.mlflow.parentRunId = '{group.info.run_id}'", max_results=500)
+    return [r for r in runs if "mwpgen.fold" in r.data.tags]
+
+
+def pick(runs: list, model: str, dataset: str, fold: str):
+    for r in runs:
+        tags = r.data.tags
+        if (tags.get("mwpgen.model"), tags.get("mwpgen.dataset"), tags.get("mwpgen.fold")) == (model, dataset, fold):
+            return r
+    raise SystemExit(f"no fold run of {model} on {dataset} fold {fold} under the pipeline run")
+
+
+def q(obj) -> str:
+    return urllib.parse.quote(json.dumps(obj, separators=(",", ":")))
+
+
 def main() -> None:
+    from tracking.runs import tracking_uri
+
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_argument("--store", type=Path, help="the sqlite store (default: this clone's, tracking.runs)")
+    cli.add_argument("--pipeline", help="the pipeline run's id (default: the newest finished one)")
+    cli.add_argument("--compare", nargs=2, default=["gpt_pre", "ours"], metavar="MODEL")
+    cli.add_argument("--dataset", default="arithmetic")
+    cli.add_argument("--fold", default="0")
     cli.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "mlflow_ui")
-    cli.add_argument("--budget-ms", type=int, default=20000, help="Chromium's virtual time budget for the page's JS")
+    cli.add_argument("--budget-ms", type=int, default=25000, help="Chromium's virtual time budget for the page's JS")
     cli.add_argument("--size", default="1600,1000")
     cli.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     args = cli.parse_args()
     if not shutil.which(args.chromium):
         raise SystemExit("no chromium: apt-get install -y chromium")
+    store = args.store or Path(tracking_uri().removeprefix("sqlite:///"))
+    if not store.is_file():
+        raise SystemExit(f"{store}: no such sqlite store")
     with tempfile.TemporaryDirectory(prefix="mwpgen-mlflow-ui-") as tmp:
         home = Path(tmp)
-        exp = make_store(home)
-        from tracking.runs import ui_url
+        shutil.copy2(store, home / "mlflow.db")
+        os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{home / 'mlflow.db'}"
+        from tracking.runs import EXPERIMENT, client, ui_url
 
+        c = client()
+        exp = c.get_experiment_by_name(EXPERIMENT).experiment_id
+        pipeline = pipeline_run(c, exp, args.pipeline)
+        runs = fold_runs(c, exp, pipeline.info.run_id)
+        compared = [pick(runs, m, args.dataset, args.fold).info.run_id for m in args.compare]
+        curves = [r.info.run_id for r in runs if "val_loss" in r.data.metrics]
+        print(f"pipeline run {pipeline.info.run_name} ({pipeline.info.run_id}): {len(runs)} fold runs, "
+              f"{len(curves)} with val_loss")
         port = free_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{home / 'mlflow.db'}",
@@ -111,11 +143,22 @@ def main() -> None:
             cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             base = f"http://127.0.0.1:{port}"
+            pages = {
+                "runs_table.png": ui_url(base, c),
+                "compare.png": f"{base}/#/compare-runs?runs={q(compared)}&experiments={q([exp])}",
+                "val_loss.png": (f"{base}/#/metric/val_loss?runs={q(curves)}&metric={q('val_loss')}"
+                                 f"&experiments={q([exp])}&plot_metric_keys={q(['val_loss'])}&x_axis=step"),
+            }
+            if len({r.data.tags["mwpgen.fold"] for r in runs}) > 1:
+                search = f"tags.`mwpgen.model` = '{args.compare[1]}' and tags.`mwpgen.fold` != ''"
+                pages["folds.png"] = f"{ui_url(base, c)}&searchFilter={urllib.parse.quote(search)}"
             wait_until_serving(base + "/", server, 180)
             args.out_dir.mkdir(parents=True, exist_ok=True)
-            for name, url in (("experiment.png", ui_url(base)), ("plain_link.png", f"{base}/#/experiments/{exp}")):
+            for name, url in pages.items():
                 out = (args.out_dir / name).resolve()
-                screenshot(url, out, args.budget_ms, args.chromium, args.size)
+                # Compare lists the runs' metrics below its charts: a page tall enough to show them
+                size = args.size if name != "compare.png" else args.size.split(",")[0] + ",2600"
+                screenshot(url, out, args.budget_ms, args.chromium, size)
                 print(f"{url} -> {out}")
         finally:
             os.killpg(server.pid, signal.SIGTERM)

@@ -13,6 +13,7 @@ from mwpgen.config.schema import Params
 from mwpgen.device import autocast_dtype, needs_grad_scaler, resolve_device
 from mwpgen.judge.choose import against_the_rule, fit_and_choose
 from mwpgen.judge.saved import save_no_judge
+from mwpgen.judge.verified import MIN_ACCEPTED, PRECISION_TARGET, choose_verified
 
 
 @task(cache_policy=NO_CACHE)
@@ -22,7 +23,8 @@ def train_judge_model(params: Params, source: str | Path, backbone: str, train: 
     """The judge over `source` (the evaluator's folder or train.model), fitted and chosen; `backbone` says what
     `source` is in the saved judge. `rule`: the rule's verdict on each validation reading. Saved to `out_dir` when
     it judges validation better than the rule (choose.against_the_rule), else `out_dir` says why
-    (no_judge.json, with the figures). Returns how it measured on the validation readings, beside the rule."""
+    (no_judge.json, with the figures), with the thresholds "verified: yes" is held to (mwpgen/judge/verified.py).
+    Returns how it measured on the validation readings, beside the rule."""
     device = resolve_device(params.train.device)
     autocast = autocast_dtype(device, params.train.mixed_precision)
     if needs_grad_scaler(autocast):  # fp16 needs loss scaling, which the judge's short fine-tuning does without
@@ -30,7 +32,11 @@ def train_judge_model(params: Params, source: str | Path, backbone: str, train: 
     judge, measured, scores = fit_and_choose(source, train, validation, rule, params.judge, device=device,
                                              autocast=autocast, log=on_log)
     judge.info.backbone = backbone
-    measured["against_rule"] = against_the_rule(scores, judge.info.threshold, rule, [r["label"] for r in validation])
+    labels = [r["label"] for r in validation]
+    measured["against_rule"] = against_the_rule(scores, judge.info.threshold, rule, labels)
+    # what "verified: yes" is held to: precision on the same validation readings, per equation shape
+    judge.info.verified = measured["verified"] = choose_verified(
+        scores, labels, [r["equation"] for r in validation], PRECISION_TARGET, MIN_ACCEPTED)
     if measured["against_rule"]["adopted"]:
         judge.save(out_dir)
     else:  # evaluate, --verify and the served model keep the rule; the figures say what the judge reached

@@ -87,6 +87,7 @@ OUTPUT_SCHEMA = Schema([
     ColSpec("boolean", "verified", required=False), ColSpec("string", "parsed_equation", required=False),
     ColSpec("string", "answer", required=False), ColSpec(Map("string"), "numbers"),
     ColSpec("double", "log_likelihood"), ColSpec("double", "judge_probability", required=False),
+    ColSpec("double", "judge_threshold", required=False), ColSpec("string", "verified_note", required=False),
 ])
 SIGNATURE = ModelSignature(inputs=None, outputs=OUTPUT_SCHEMA)  # no input schema: see "Errors" above
 INPUT_EXAMPLE = {"equation": ["x = num1 + num2"], "context": ["apples basket"], "n": [1], "seed": [0],

@@ -180,7 +180,7 @@ def write_problems(args: argparse.Namespace, requests: Sequence[Numbered], sink:
             service.check(item.request)
         except RequestError as e:
             raise CliError(named(item, str(e)), EXIT_BAD_INPUT) from None
-    form = Format(args.format, service.judge.info.threshold if service.judge is not None else None)
+    form = Format(args.format)
     if sink.done == 0:
         sink.start(form.start())
     todo = list(enumerate(requests))[sink.done:]

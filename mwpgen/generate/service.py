@@ -8,18 +8,20 @@ For a request it
 2. decodes `max(n, verify)` candidates (seeded; top-p sampling for several);
 3. judges each candidate (only with `verify = K`: without it nothing is checked and no verdict is shown):
    - with a learned judge (mwpgen/judge/model.py, the train_judge stage's models/judge/<dataset>/fold<k>): its
-     probability p that the problem encodes the equation; verified when p reaches the judge's threshold (chosen
-     on readings of validation equations), and where the judge is gated by the rule (judge.json's gated_by_rule),
-     when the rule below accepts it too;
+     probability p that the problem encodes the equation; verified when p reaches the threshold of the equation's
+     shape (chosen for precision on readings of validation equations of that shape, mwpgen/judge/verified.py; a
+     shape that reached it at no threshold is never verified), and where the judge is gated by the rule
+     (judge.json's gated_by_rule), when the rule below accepts it too;
    - without one, the rule the evaluate stage applied before (mwpgen.judge.judged) with the bundle's co-trained
      mwp2eq as its parser: verified when the greedy parse is the input equation symbol for symbol and the problem
      passes a reader's surface checks (every numN of the equation once, no other, a question at the end, and for
      each operator of the equation a word that commonly signals it: mwpgen.judge.OPERATION_CUES);
 4. with `verify = K`, ranks the candidates by the judge and returns the best n (unverified ones only when fewer
-   than n passed, and marked so): by p, highest first, with a learned judge; else the verified ones first, each
-   group by the parser's log-likelihood of the input equation per token (how firmly it reads that equation). A
-   gated judge ranks those the rule accepts first, each group by p (so the rule reads the candidates in order of p
-   and stops once n are accepted: the rest cannot be shown). Without `verify`, the n samples in order;
+   than n passed, and marked so; where none of the shown is verified, each says why in `verified_note`): by p,
+   highest first, with a learned judge; else the verified ones first, each group by the parser's log-likelihood of
+   the input equation per token (how firmly it reads that equation). A gated judge ranks those the rule accepts
+   first, each group by p (so the rule reads the candidates in order of p and stops once n are accepted: the rest
+   cannot be shown). Without `verify`, the n samples in order;
 5. scores each shown problem by the generator's mean token log-likelihood of the text and its EOS, teacher-forced
    as in training (one forward pass; decoding scores would be those of the warped top-p distribution);
 6. fills the numbers back in (given, drawn by `numbers = auto`, or seeded ones for distractor tokens) and computes
@@ -56,6 +58,7 @@ from mwpgen.generate.request import (
 )
 from mwpgen.judge.model import LearnedJudge
 from mwpgen.judge.rule import equation_logprobs, judged
+from mwpgen.judge.verified import never_verified_reason
 from mwpgen.lm.decoding import _generation_config, predict_equations
 from mwpgen.lm.prompts import encode_prompt, mwp2eq_prompt
 from mwpgen.ours.bundle import bundle_settings, load_bundle, load_mwp2eq
@@ -124,6 +127,10 @@ class Problem:
     numbers: dict[str, str] = field(default_factory=dict)
     log_likelihood: float = 0.0  # mean per token (text + EOS) under the generator
     judge_probability: float | None = None  # the learned judge's p(it encodes the equation); None: no learned judge
+    # the threshold p is verified at for the equation's shape (mwpgen/judge/verified.py); None: no learned judge, or
+    # a shape it never verifies
+    judge_threshold: float | None = None
+    verified_note: str | None = None  # verify = K and no shown problem verified: why, in one sentence
 
     def record(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -221,7 +228,7 @@ class Service:
                 if self.gated:
                     parsed, rule = self.rule_by_probability(texts, request.equation, probability, request.n,
                                                             deadline)
-                verified = [self.judge.accepts(p, r) if not self.gated or r is not None else None
+                verified = [self.judge.verifies(p, r, request.equation) if not self.gated or r is not None else None
                             for p, r in zip(probability, rule)]
                 # stable: equal keys keep sampling order; without the gate every rule[i] is None
                 order.sort(key=lambda i: (rule[i] is not True, -probability[i]))
@@ -231,6 +238,10 @@ class Service:
                 firmness = self.equation_firmness(texts, request.equation, deadline)
                 order.sort(key=lambda i: (not verified[i], -firmness[i]))
         shown = order[: request.n]
+        note = self.unverified_note(request, len(texts)) if request.verify and not any(
+            verified[i] for i in shown) else None
+        judging = request.verify and self.judge is not None
+        threshold = self.judge.verified_threshold(request.equation) if judging else None
         # only the shown problems' likelihoods: nothing ranks by them
         scores = dict(zip(shown, self.mean_log_likelihood(prompt, [texts[i] for i in shown], deadline=deadline)))
         values: dict[str, str] = dict(request.values)
@@ -245,8 +256,17 @@ class Service:
             problems.append(Problem(index, rank, request.equation, request.given, " ".join(request.context),
                                     detokenize(text), texts[i], verified[i], parsed[i],
                                     None if x is None else format_number(x), numbers, round(scores[i], 4),
-                                    None if probability[i] is None else round(probability[i], 4)))
+                                    None if probability[i] is None else round(probability[i], 4),
+                                    None if probability[i] is None or threshold is None else round(threshold, 4),
+                                    note))
         return problems
+
+    def unverified_note(self, request: Request, candidates: int) -> str:
+        """What the output says when no shown problem is verified: why, in one sentence."""
+        if self.judge is not None and self.judge.verified_threshold(request.equation) is None:
+            return (never_verified_reason(self.judge.info.verified, request.equation)
+                    + f"; the best of {candidates} distinct candidates shown, unverified")
+        return f"no verified problem among {candidates} distinct candidates; the best shown, unverified"
 
     def equation_firmness(self, masked_texts: Sequence[str], equation: str,
                           deadline: float | None = None) -> list[float]:

@@ -29,7 +29,8 @@ from mwpgen.judge.saved import (
     read_info,
     write_info,
 )
-from mwpgen.judge.verdicts import accepts
+from mwpgen.judge.verdicts import accepts, verifies
+from mwpgen.judge.verified import verified_threshold
 
 PROMPT = "problem: {problem} equation: {equation} consistent:"
 
@@ -121,6 +122,14 @@ class LearnedJudge(torch.nn.Module):
     def accepts(self, probability: float, rule: bool | None = None) -> bool:
         """p reaches the threshold, and for a gated judge the rule accepts too (`rule`: its verdict, required)."""
         return accepts(self.info, probability, rule)
+
+    def verifies(self, probability: float, rule: bool | None, equation: str) -> bool:
+        """Whether a problem written for `equation` is shown "verified: yes" (mwpgen/judge/verified.py)."""
+        return verifies(self.info, probability, rule, equation)
+
+    def verified_threshold(self, equation: str) -> float | None:
+        """The threshold "verified: yes" holds a problem written for `equation` to; None: never verified."""
+        return verified_threshold(self.info.verified, self.info.threshold, equation)
 
     def save(self, folder: str | Path) -> Path:
         from mwpgen.io import atomic_directory

@@ -28,11 +28,13 @@ class JudgeInfo:
     trained_layers: int = 0  # decoder layers fine-tuned on the readings (0: a probe on frozen states)
     gated_by_rule: bool = False  # accepts only what the rule accepts (mwpgen/judge/verdicts.py)
     measured: dict = field(default_factory=dict)
+    # the thresholds "verified: yes" is held to, per equation shape (mwpgen/judge/verified.py); {}: `threshold`
+    verified: dict = field(default_factory=dict)
 
 
 # JudgeInfo's fields and the JSON types each may hold (bool is not a number here: `"layer": true` is a mistake)
 _INFO_TYPES = {"backbone": (str,), "layer": (int,), "threshold": (int, float), "trained_layers": (int,),
-               "gated_by_rule": (bool,), "measured": (dict,)}
+               "gated_by_rule": (bool,), "measured": (dict,), "verified": (dict,)}
 
 
 def _json_object(path: Path) -> dict:

@@ -32,28 +32,20 @@ import sys
 import time
 from pathlib import Path
 
+from mwpgen.data.equation_shapes import equation_shape as shape
 from studies.reading import blind_reading
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "data" / "labels" / "corpus"
 SPLITS = ("train", "validation")
 MODELS = ("ours", "gpt_pre")
-SHAPE_WEIGHT = {"+": 1.0, "*": 1.0, "-": 2.0, "/": 2.0, "^": 2.0, "two operators": 2.0, "three or more operators": 2.0}
+SHAPE_WEIGHT = {"+": 1.0, "*": 1.0, "-": 2.0, "/": 2.0, "^": 2.0, "two operators": 2.0, "three or more operators": 2.0,
+                "no operator": 2.0}
 CANDIDATE_COLUMNS = ["split", "id", "equation", "shape", "context", "model", "source", "sample", "generated"]
 KEY_COLUMNS = ["uid", "split", "id", "shape", "model", "source", "sample"]
 OVERLAP = 200
 BATCH = 250
 SEED = 2021
-
-
-def shape(equation: str) -> str:
-    """The equation's shape: its one binary operator, or how many it has."""
-    from mwpgen.data.equations import normalize_equation, postfix_rhs
-
-    operators = [s for s in postfix_rhs(normalize_equation(equation)) if s in ("+", "-", "*", "/", "^")]
-    if len(operators) == 1:
-        return operators[0]
-    return "two operators" if len(operators) == 2 else "three or more operators"
 
 
 def weighted_draw(records: list[dict], n: int, seed: str) -> list[dict]:

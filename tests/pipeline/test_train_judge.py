@@ -62,7 +62,10 @@ def _run(judge: dict, dataset: str = "arithmetic") -> dict:
         return stage.train_judge.fn(params, dataset, 0)
 
 
-def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(project, parsed, weak_rule):
+def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(project, parsed, weak_rule, monkeypatch):
+    import tasks.train_judge
+
+    monkeypatch.setattr(tasks.train_judge, "MIN_ACCEPTED", 4)  # of the tiny set's 16 validation readings
     result = _run({"layer": 2, "l2": 0.1})
     paths = FoldPaths(project, None, "arithmetic", 0)
     assert json.loads(paths.judge_metrics.read_text()) == result
@@ -82,6 +85,13 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     assert judge.info.threshold == pytest.approx(val["threshold"], abs=1e-6) and judge.info.layer == 2
     assert judge.info.measured["validation"] == val and judge.info.backbone == result["backbone"]
     assert judge.info.gated_by_rule is False
+    # "verified: yes" held to 0.9 precision on validation: every reading is of one shape, which separable readings
+    # reach with all 8 right ones; no reading has another shape, so no other shape is ever verified
+    verified = result["verified"]
+    assert judge.info.verified == verified and verified["precision_target"] == 0.9
+    assert verified["validation"] == {"+": {"n": 16, "right": 8, "accepted": 8, "tp": 8, "precision": 1.0}}
+    assert verified["thresholds"]["+"] is not None and set(verified["thresholds"].values()) - {None} == \
+        {verified["thresholds"]["+"]}
     p = judge.probabilities([problem(True, "apples", 1), problem(False, "apples", 1)], [EQUATION] * 2)
     assert [judge.accepts(q) for q in p] == [q >= val["threshold"] for q in p]
     from tracking.runs import client, experiment_id
@@ -90,6 +100,7 @@ def test_the_judge_is_fitted_on_train_chosen_on_validation_saved_and_logged(proj
     (run,) = c.search_runs([experiment_id(c)], "tags.`mwpgen.key` = 'judge/arithmetic/fold0'")
     assert run.data.metrics["validation_auc"] == pytest.approx(val["auc"])
     assert run.data.metrics["rule_validation_precision"] == 0.5 and run.data.metrics["adopted"] == 1.0
+    assert run.data.metrics["verified_validation_precision"] == 1.0
     assert run.data.params["judge.layer"] == "2" and run.data.tags["mwpgen.stage.train_judge"] == "done"
 
 
@@ -235,6 +246,9 @@ def test_measure_judge_measures_the_trained_judge_on_every_test_reading_beside_t
     threshold = LearnedJudge.load(FoldPaths(project, None, "arithmetic", 0).judge).info.threshold
     assert on["learned"]["threshold"] == pytest.approx(threshold, abs=1e-6) and 0 <= on["learned"]["auc"] <= 1
     assert on["learned"]["accepted"] == on["learned"]["tp"] + on["learned"]["fp"]
+    # "verified: yes" as the product says it, overall and per shape (the tiny readings: one shape)
+    assert on["verified"]["precision_target"] == 0.9 and set(on["verified"]["shapes"]) == {"+"}
+    assert on["verified"]["all"]["n"] == 72 and on["verified"]["shapes"]["+"]["n"] == 72
     assert set(result["test"]) == {"n", "consistent", "judge", "acc_eq", "learned"}
     assert result["validation"]["n"] == result["test"]["n"] == 8 and "dev" not in result  # one vocabulary
     assert on["label_conflicts"] == []

@@ -309,6 +309,58 @@ def test_a_learned_judge_ranks_by_its_probability_and_verifies_at_its_threshold(
     assert all(q.judge_probability is None and isinstance(q.parsed_equation, str) for q in plain)
 
 
+VERIFIED = {"precision_target": 0.9, "min_accepted": 10, "thresholds": {"-": 0.65, "/": None},
+            "validation": {"/": {"n": 40, "right": 1, "accepted": 0, "tp": 0, "precision": None}}}
+
+
+def test_verified_is_held_to_the_shapes_threshold_and_a_request_with_none_verified_says_why(bundle, tiny_judge):
+    from mwpgen.generate.service import Service
+
+    service = Service.load(bundle, "cpu", judge=tiny_judge)
+    service.judge.info.verified = VERIFIED
+    p = [0.2, 0.9, 0.5, 0.7, 0.1, 0.6]
+    service.judge.probabilities = lambda texts, equations: p[:len(texts)]
+
+    def answer(equation: str, probabilities: list[float], n: int = 6):
+        p[:] = probabilities
+        return service.answer(parse_request({"equation": equation, "context": "Joan", "n": n, "verify": 6,
+                                             "max_new_tokens": 12}))
+
+    problems = answer("x = num1 - num2", p)
+    assert [q.verified for q in problems] == [q.judge_probability >= 0.65 for q in problems]
+    assert {q.judge_threshold for q in problems} == {0.65} and {q.verified_note for q in problems} == {None}
+    best = answer("x = num1 - num2", [0.2, 0.3, 0.5, 0.6, 0.1, 0.6], n=1)
+    assert not best[0].verified and best[0].verified_note.startswith("no verified problem among ")
+    assert best[0].verified_note.endswith(" distinct candidates; the best shown, unverified")
+    never = answer("x = num1 / num2", [0.99] * 6, n=2)
+    assert [q.verified for q in never] == [False, False] and {q.judge_threshold for q in never} == {None}
+    assert never[0].verified_note.startswith("equations of shape / are never verified: 1 of 40 validation readings")
+    unverified = service.answer(parse_request({"equation": "x = num1 / num2", "context": "Joan", "n": 1}))
+    assert unverified[0].verified is None and unverified[0].verified_note is None  # verify 0: nothing checked
+
+
+def test_none_verified_is_said_in_every_format(capsys, bundle, tiny_judge, tmp_path):
+    import shutil
+
+    judge = tmp_path / "judge"
+    shutil.copytree(tiny_judge, judge)
+    info = json.loads((judge / "judge.json").read_text(encoding="utf-8"))
+    (judge / "judge.json").write_text(json.dumps({**info, "verified": VERIFIED}), encoding="utf-8")
+    argv = ["--model", str(bundle), "--equation", "x = 12 / 4", "--context", "Joan", "--verify", "3",
+            "--judge", str(judge), *FAST]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert "verified: NO (p = " in out and "learned judge; its shape is never verified)" in out
+    assert "\n  equations of shape / are never verified: 1 of 40 validation readings" in out
+    code, out, _ = run_cli(capsys, *argv, "--format", "json")
+    (problem,) = json.loads(out)
+    assert problem["verified"] is False and problem["judge_threshold"] is None
+    assert problem["verified_note"].startswith("equations of shape / are never verified")
+    code, out, _ = run_cli(capsys, *argv, "--format", "csv")
+    (row,) = csv.DictReader(io.StringIO(out))
+    assert row["verified"] == "False" and row["verified_note"] == problem["verified_note"]
+
+
 def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks_those_first(bundle, tiny_judge,
                                                                                              monkeypatch):
     import mwpgen.generate.service
@@ -369,15 +421,19 @@ def test_a_gated_judge_reads_by_probability_until_n_are_accepted_and_shows_what_
 def test_a_gated_judges_verdict_says_what_the_rule_read_and_never_signs_p_against_a_rule_no():
     from types import SimpleNamespace
 
-    rule_no = SimpleNamespace(verified=False, judge_probability=0.81, parsed_equation="x = num1 + num2")
-    text = output_format.verdict_text(rule_no, 0.7)
+    def problem(verified, parsed, threshold=0.7):
+        return SimpleNamespace(verified=verified, judge_probability=0.81, parsed_equation=parsed,
+                               judge_threshold=threshold)
+
+    text = output_format.verdict_text(problem(False, "x = num1 + num2"))
     assert text.startswith("NO (learned judge gated by the rule: the co-trained mwp2eq reads 'x = num1 + num2'")
     assert "p = 0.81, threshold 0.70" in text and ">=" not in text and "<" not in text and "checked" not in text
-    rule_yes = SimpleNamespace(verified=True, judge_probability=0.81, parsed_equation="x = num1 - num2")
-    text = output_format.verdict_text(rule_yes, 0.7)
+    text = output_format.verdict_text(problem(True, "x = num1 - num2"))
     assert "reads 'x = num1 - num2', numbers and question checked; p = 0.81" in text
-    alone = SimpleNamespace(verified=True, judge_probability=0.81, parsed_equation=None)
-    assert output_format.verdict_text(alone, 0.7) == "yes (p = 0.81 >= 0.70, learned judge)"
+    assert output_format.verdict_text(problem(True, None)) == "yes (p = 0.81 >= 0.70, learned judge)"
+    # the threshold is the shape's: a shape the judge never verifies says so, whatever p is
+    assert output_format.verdict_text(problem(False, None, None)) == \
+        "NO (p = 0.81, learned judge; its shape is never verified)"
 
 
 def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundle, tiny_judge):
@@ -396,7 +452,8 @@ def test_the_learned_judges_probability_is_printed_in_every_format(capsys, bundl
             zip(problems, shown)] == [(v, q) for v, q, _, _ in shown]
     code, out, _ = run_cli(capsys, *argv, "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert list(rows[0])[-1] == "judge_probability"  # appended: the columns before it keep their places
+    # appended: the columns before them keep their places
+    assert list(rows[0])[12:] == ["judge_probability", "judge_threshold", "verified_note"]
     assert [float(r["judge_probability"]) for r in rows] == [p["judge_probability"] for p in problems]
     code, out, _ = run_cli(capsys, *argv[:-len(FAST) - 2], "--judge", "rule", *FAST, "--format", "json")
     assert all(p["judge_probability"] is None and isinstance(p["parsed_equation"], str) for p in json.loads(out))

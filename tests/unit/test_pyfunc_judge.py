@@ -89,3 +89,15 @@ def test_a_model_logged_without_a_judge_keeps_the_rule(logged):
     assert model.unwrap_python_model().service.judge is None
     out = model.predict(pd.DataFrame([REQUEST]))
     assert out["judge_probability"].isna().all() and out["parsed_equation"].map(lambda x: isinstance(x, str)).all()
+
+
+def test_the_served_model_says_when_no_problem_is_verified(logged):
+    import mlflow
+
+    model = mlflow.pyfunc.load_model(logged["info"]["model_uri"])
+    judge = model.unwrap_python_model().service.judge
+    judge.info.verified = {"precision_target": 0.9, "min_accepted": 10, "thresholds": {"-": None},
+                           "validation": {"-": {"n": 12, "right": 2, "accepted": 0, "tp": 0, "precision": None}}}
+    out = model.predict(pd.DataFrame([REQUEST])).to_dict("records")
+    assert [p["verified"] for p in out] == [False, False] and all(p["judge_threshold"] is None for p in out)
+    assert out[0]["verified_note"].startswith("equations of shape - are never verified: 2 of 12 validation readings")
