@@ -12,6 +12,7 @@ for `dvc metrics show/diff`, and logs every table and per-fold prediction file t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 from prefect import flow, get_run_logger
 
@@ -148,21 +149,31 @@ def _flat(tree: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
+def reported_runs(datasets: Sequence[str], folds: Sequence[int], n_folds: int,
+                  scored: Callable[[str, int], bool]) -> tuple[set[tuple[str, int]], list[str], list[tuple[str, int]]]:
+    """The (dataset, fold) runs the tables show: those params name (`datasets` x `folds`) and those another profile
+    has scored (`scored(d, k)`: any model's scores file exists). Returns (the runs scored elsewhere, the datasets
+    shown, every run shown in dataset then fold order)."""
+    elsewhere = {(d, k) for d in paper.DATASETS for k in range(n_folds)
+                 if not (d in datasets and k in folds) and scored(d, k)}
+    shown = reported_datasets(list(datasets), {d for d, _ in elsewhere})
+    runs = [(d, k) for d in shown for k in range(n_folds) if (d in datasets and k in folds) or (d, k) in elsewhere]
+    return elsewhere, shown, runs
+
+
 @flow(name="report")
 def report(params: Params) -> dict:
     log = get_run_logger()
     exp, ab = params.experiment, params.ablation
     models = [m for m in registry.names(table2=True) if m in params.models.generate]
-    # Tables 2, 3 and 5 also show the datasets that runs of another profile have scored on these folds (MAWPS,
-    # Math23K: `--profile mawps`, then params.yaml back to its default), from the workspace or archive/; and Table 4
-    # the variants an ablation run left scored. A smoke test shows only what it ran.
+    # Tables 2, 3 and 5 also show the datasets and folds that runs of another profile have scored (MAWPS, Math23K:
+    # `--profile mawps`; Arithmetic's folds 1-4: `--profile folds`; then params.yaml back to its default), from the
+    # workspace or archive/; and Table 4 the variants an ablation run left scored. A smoke test shows only what it ran.
     def elsewhere(model: str, d: str, k: int) -> bool:
         return not exp.smoke and fold_paths(model, d, k).scores.exists()
 
-    scored_elsewhere = {(d, k) for d in paper.DATASETS if d not in exp.datasets for k in exp.folds
-                        if any(elsewhere(m, d, k) for m in models)}
-    datasets = reported_datasets(exp.datasets, {d for d, _ in scored_elsewhere})
-    runs = [(d, k) for d in datasets for k in exp.folds if d in exp.datasets or (d, k) in scored_elsewhere]
+    scored_elsewhere, datasets, runs = reported_runs(
+        exp.datasets, exp.folds, params.split.n_folds, lambda d, k: any(elsewhere(m, d, k) for m in models))
     # Table 4's rows: the variants listed now, and those an earlier ablation run left scored (`--profile ablation`).
     ablation_models = [(registry.ablation_model(v), d, k) for v in registry.ABLATION_VARIANTS
                        for d in ab.datasets for k in ab.folds
@@ -216,7 +227,9 @@ def report(params: Params) -> dict:
                                    trained_judge=trained_judge),
                   "table5": table5(examples, selection=selection),
                   "table2_folds": folds_table(scores, machines, table2_models, base_model=base_model)}
-        other_profiles = _recorded_sizes(scores, train_metrics, sorted(scored_elsewhere))
+        # the sizes of a dataset another profile added (this one's own folds are whole or params say their subsample)
+        other_profiles = _recorded_sizes(scores, train_metrics,
+                                         sorted((d, k) for d, k in scored_elsewhere if d not in exp.datasets))
         subsampled = {d: (exp.max_train_of(d), exp.max_test_of(d)) for d in exp.datasets
                       if exp.max_train_of(d) or exp.max_test_of(d)}
         for d, sizes in other_profiles.items():
