@@ -36,9 +36,11 @@ from mwpgen.generate.output_checks import check_output_place, check_resume
 from mwpgen.generate.output_file import PARTIAL_SUFFIX, Sink, judge_identity, open_sink, run_fingerprint
 from mwpgen.generate.output_format import FORMATS, Format
 from mwpgen.generate.output_lock import OutputLock
-from mwpgen.generate.request import DECODINGS, NUMBER_MODES, RequestError
+from mwpgen.generate.request import DECODINGS, MAX_VERIFY, NUMBER_MODES, RequestError
 from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
 from mwpgen.generate.stop_signals import how_stopped, sigterm_as_interrupt
+
+VERIFY_MEASURED = 32  # the largest K whose gain was measured (studies/verify_k: K = 1 / 8 / 32)
 
 EXAMPLES = f"""examples:
   mwpgen generate --equation "x = 12 - 5" --context "apples basket" -n 2
@@ -86,11 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--seed", help="seed of sampling and of --numbers auto (default 0)")
     how.add_argument("--numbers", choices=NUMBER_MODES, help="auto: draw small integers for num1, num2, ... such "
                      "that x is a positive whole number, and print the answer (default given)")
-    how.add_argument("--verify", metavar="K", help="sample K candidates (up to 32 pays here) and show first those "
-                     "the judge accepts: the learned judge's probability that the problem encodes the equation, "
-                     "highest first; with --judge rule, the co-trained mwp2eq reads back the equation and the problem "
-                     "uses each number once, asks a question and has a word for each operation, the most firmly read "
-                     "first (default 0: no check)")
+    how.add_argument("--verify", metavar="K", help=f"sample K candidates (measured up to {VERIFY_MEASURED}, "
+                     f"{MAX_VERIFY} at most) and show first those the judge accepts: the learned judge's "
+                     "probability that the problem encodes the equation, highest first; with --judge rule, the "
+                     "co-trained mwp2eq reads back the equation and the problem uses each number once, asks a "
+                     "question and has a word for each operation, the most firmly read first (default 0: no check)")
     how.add_argument("--decoding", choices=DECODINGS, help="default top_p")
     how.add_argument("--top-p", dest="top_p", help="nucleus mass (default 0.9)")
     how.add_argument("--temperature", help="0.01 to 10 (default 1.0)")
@@ -181,6 +183,11 @@ def write_problems(args: argparse.Namespace, requests: Sequence[Numbered], sink:
         except RequestError as e:
             raise CliError(named(item, str(e)), EXIT_BAD_INPUT) from None
     form = Format(args.format)
+    widest = max((item.request.verify for item in requests), default=0)
+    if widest > VERIFY_MEASURED:  # a long silence otherwise: one request can take minutes
+        print(f"mwpgen: --verify {widest}: a request draws and judges {widest} candidates, its time growing with "
+              f"them; what more candidates buy was measured up to {VERIFY_MEASURED} (studies/verify_k)",
+              file=sys.stderr)
     if sink.done == 0:
         sink.start(form.start())
     todo = list(enumerate(requests))[sink.done:]

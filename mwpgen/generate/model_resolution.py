@@ -33,7 +33,8 @@ _RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 def default_served() -> tuple[str, int, str]:
     """The default run's (dataset, fold, served model): params.yaml's first dataset and fold (Arithmetic fold 0 and
-    the schema's defaults without a params.yaml)."""
+    the schema's defaults without a params.yaml). An invalid params.yaml is a usage error naming its fault: the
+    default model would otherwise be a guess."""
     from mwpgen.config.files import ParamsError
     from mwpgen.config.schema import Params, load_params
 
@@ -41,8 +42,9 @@ def default_served() -> tuple[str, int, str]:
     if (PROJECT_ROOT / "params.yaml").exists():
         try:
             params = load_params(PROJECT_ROOT / "params.yaml")
-        except ParamsError:
-            pass
+        except ParamsError as e:
+            raise CliError(f"{e} (without --model, the model and its judge are the ones params.yaml names: fix it, "
+                           "or give --model)", EXIT_BAD_INPUT) from None
     dataset, fold = params.experiment.datasets[0], params.experiment.folds[0]
     return dataset, fold, served_model(params, dataset, fold)
 

@@ -339,6 +339,16 @@ def test_verified_is_held_to_the_shapes_threshold_and_a_request_with_none_verifi
     assert unverified[0].verified is None and unverified[0].verified_note is None  # verify 0: nothing checked
 
 
+def test_a_verify_past_what_pays_says_so_before_the_long_wait(capsys, bundle):
+    code, out, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
+                             "--verify", "33", "--judge", "rule", *FAST)
+    assert code == 0 and out, err
+    assert "mwpgen: --verify 33: a request draws and judges 33 candidates" in err and "up to 32" in err
+    code, out, err = run_cli(capsys, "--model", str(bundle), "--equation", "x = 12 - 5", "--context", "Joan",
+                             "--verify", "32", "--judge", "rule", *FAST)
+    assert code == 0 and "--verify" not in err
+
+
 def test_none_verified_is_said_in_every_format(capsys, bundle, tiny_judge, tmp_path):
     import shutil
 

@@ -101,3 +101,17 @@ def test_numbers_auto_on_an_equation_without_a_value_says_so_and_not_to_write_nu
                              "auto")
     one_line_error(code, out, err, "has no value for any of 1000 draws (a division by zero")
     assert "correct the equation" in err and "write the numbers into the equation" not in err
+
+
+# ------------------------------------------------------------------------- observation: an invalid params.yaml
+
+def test_an_invalid_params_yaml_is_named_when_it_picks_the_default_model(capsys, monkeypatch, tmp_path):
+    from mwpgen.generate import model_resolution
+
+    monkeypatch.setattr(model_resolution, "PROJECT_ROOT", tmp_path)
+    (tmp_path / "params.yaml").write_text("experiment:\n  folds: [0]\n  datasets: [arithmetc]\n", encoding="utf-8")
+    code, out, err = run_cli(capsys, "--equation", "x = 12 - 5", "--context", "apples")
+    # params.yaml's own error, one line a fault, as the pipeline gives it; then where to go
+    assert code == 2 and out == "" and err.startswith(f"mwpgen: error: {tmp_path / 'params.yaml'}: invalid parameters")
+    assert "experiment.datasets.0: Input should be 'arithmetic', 'mawps' or 'math23k'; got 'arithmetc'" in err
+    assert err.rstrip().endswith("give --model)") and "Traceback" not in err
