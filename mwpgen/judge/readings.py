@@ -129,6 +129,8 @@ def _test(row: dict) -> str:
 
 
 READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_loss")
+# data/labels/read_folds (the claim read on folds 1-4, studies/read_models `pool`) is no set of a judge's: its
+# equations are fold 0's training equations, which a judge on fold 0 was fitted on, so it measures nothing here.
 # the sets drawn and read in the corpus's layout (studies/reading/corpus.py): candidates/ beside problems and key
 CORPORA = ("corpus", "corpus_round2", "corpus_round3")
 SETS = (

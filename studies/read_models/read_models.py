@@ -10,6 +10,11 @@ equation more often than the other, as readers judge it?
         data/labels/read_models/ablation --n 40 --report data/labels/read_models/ablation/cross
         (then, read: cross-score with the same arguments)
 
+`pool --out <fold 0's set> <fold 1's set> ... --report <folder>`: ours minus GPT-pre read right on each fold's set
+and pooled over the folds (the mean of the folds' differences, a bootstrap stratified by fold). The sets of folds
+1-4 live in data/labels/read_folds/, not among the judge's reading sets (mwpgen/judge/readings.py): their equations
+are fold 0's training equations, which the learned judge was fitted on.
+
 `cross-build` / `cross-score`: sets read by different readers are paired only if their readers judge alike; a fresh
 reader reads a seeded sample of each set (none of its overlap) shuffled together, and is compared with each set.
 
@@ -126,6 +131,53 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
     return blind_reading.write_report(out, result, lines)
 
 
+def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str = "ours") -> dict:
+    """`model` minus `baseline` read right on each fold's set (`outs`: one set per fold, each with both models'
+    problems for its drawn test problems) and pooled over the folds: the mean of the per-fold differences (each fold
+    weighs the same, as Table 2's deltas do), its 95% interval from a bootstrap stratified by fold (each resample
+    draws every fold's problems with replacement, the same problems for both models)."""
+    rng = np.random.default_rng(blind_reading.SEED)
+    folds, diffs, boots = [], [], []
+    for out in outs:
+        drawn = json.loads((out / "drawn.json").read_text(encoding="utf-8"))
+        missing = {baseline, model} - set(drawn["models"])
+        if missing:
+            raise SystemExit(f"{out}: no problems of {', '.join(sorted(missing))} in this set")
+        key, first, second = blind_reading.labels(out)
+        read = {(r["model"], r["id"]): first[r["uid"]] for r in key}
+        matrix = np.array([[read[(m, i)] for m in (baseline, model)] for i in drawn["ids"]], dtype=float)
+        boot = matrix[rng.integers(0, len(matrix), size=(RESAMPLES, len(matrix)))].mean(axis=1)
+        diff = boot[:, 1] - boot[:, 0]
+        agree = sum(first[u] == y for u, y in second.items())
+        folds.append({"set": str(out), "dataset": drawn["dataset"], "fold": drawn["fold"], "test_problems": len(matrix),
+                      baseline: float(matrix[:, 0].mean()), model: float(matrix[:, 1].mean()),
+                      "difference": float(matrix[:, 1].mean() - matrix[:, 0].mean()),
+                      "low": float(np.percentile(diff, 2.5)), "high": float(np.percentile(diff, 97.5)),
+                      "overlap": len(second), "overlap_agree": agree})
+        diffs.append(folds[-1]["difference"])
+        boots.append(diff)
+    pooled = np.mean(boots, axis=0)
+    result = {"baseline": baseline, "model": model, "folds": folds,
+              "pooled": {"folds": len(folds), "test_problems": sum(f["test_problems"] for f in folds),
+                         baseline: float(np.mean([f[baseline] for f in folds])),
+                         model: float(np.mean([f[model] for f in folds])), "difference": float(np.mean(diffs)),
+                         "low": float(np.percentile(pooled, 2.5)), "high": float(np.percentile(pooled, 97.5))}}
+    pct = lambda x: f"{100 * x:.0f}"  # noqa: E731 — a one-line local helper
+    lines = [f"Blind reading per fold, {model} minus {baseline} read right (points, paired 95% bootstrap; pooled: the "
+             "mean of the folds' differences, resampled within each fold).", "",
+             f"| fold | problems | {baseline} | {model} | difference [95% CI] | overlap agree |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for f in folds:
+        lines.append(f"| {f['dataset']} {f['fold']} | {f['test_problems']} | {pct(f[baseline])} % | {pct(f[model])} % "
+                     f"| {100 * f['difference']:+.0f} [{100 * f['low']:+.0f}, {100 * f['high']:+.0f}] | "
+                     f"{f['overlap_agree']} of {f['overlap']} |")
+    p = result["pooled"]
+    lines.append(f"| pooled ({p['folds']} folds) | {p['test_problems']} | {pct(p[baseline])} % | {pct(p[model])} % | "
+                 f"**{100 * p['difference']:+.0f} [{100 * p['low']:+.0f}, {100 * p['high']:+.0f}]** | |")
+    report.mkdir(parents=True, exist_ok=True)
+    return blind_reading.write_report(report, result, lines)
+
+
 CROSS_SEED = 7
 
 
@@ -171,7 +223,7 @@ def cross_score(outs: list[Path], out: Path) -> dict:
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_argument("command", choices=("build", "score", "cross-build", "cross-score"))
+    cli.add_argument("command", choices=("build", "score", "cross-build", "cross-score", "pool"))
     cli.add_argument("--models", nargs="+", default=["gpt_pre", "ours"], help="the first is the baseline")
     cli.add_argument("--n", type=int, default=100, help="test problems drawn (cross-build: problems per set)")
     cli.add_argument("--report", type=Path, help="score: the folder for reading.md / reading.json (default: the one "
@@ -190,7 +242,9 @@ def main() -> None:
     elif args.command == "score":
         score(args.out, report=args.report, baseline=args.baseline)
     elif args.report is None:
-        cli.error(f"{args.command} needs --report: the cross-check's own folder")
+        cli.error(f"{args.command} needs --report: the cross-check's (or pooled reading's) own folder")
+    elif args.command == "pool":
+        pool(args.out, args.report, *args.models[:2])
     elif args.command == "cross-build":
         cross_build(args.out, args.n, args.report)
     else:

@@ -116,6 +116,30 @@ def test_read_models_pairs_the_same_test_problems_and_checks_the_verdicts(tmp_pa
         read_models.score([tmp_path / "ours"], root=tmp_path, baseline="gpt")
 
 
+def test_the_claim_is_pooled_over_folds_each_fold_weighing_the_same(tmp_path):
+    for fold, n in ((1, 30), (2, 12)):
+        for m in ("gpt_pre", "ours"):
+            folder = tmp_path / "results" / "generations" / m / "arithmetic"
+            folder.mkdir(parents=True, exist_ok=True)
+            _csv(folder / f"fold{fold}.csv", [{"id": f"f{fold}t{i}", "equation": "x = num1 + num2",
+                                               "generated": f"{m} writes {i}"} for i in range(n)])
+        out = tmp_path / "read_folds" / f"fold{fold}"
+        read_models.build(["gpt_pre", "ours"], n, "arithmetic", fold, out, root=tmp_path)
+        rows = list(csv.DictReader((out / "problems.csv").read_text(encoding="utf-8").splitlines()))
+        _csv(out / "labels_a.csv", [{"uid": p["uid"], "label": _read_right(p["problem"])} for p in rows])
+    result = read_models.pool([tmp_path / "read_folds" / "fold1", tmp_path / "read_folds" / "fold2"],
+                              tmp_path / "pooled")
+    one, two = result["folds"]
+    assert (one["fold"], one["test_problems"], two["fold"], two["test_problems"]) == (1, 30, 2, 12)
+    assert one["ours"] == two["ours"] == 1.0 and one["gpt_pre"] == 0.5 and two["gpt_pre"] == 0.5  # even numbers
+    pooled = result["pooled"]
+    assert pooled["difference"] == pytest.approx((one["difference"] + two["difference"]) / 2)
+    assert pooled["low"] <= pooled["difference"] <= pooled["high"] and pooled["test_problems"] == 42
+    assert "| pooled (2 folds) | 42 | 50 % | 100 % | **+50 [" in (tmp_path / "pooled" / "reading.md").read_text()
+    with pytest.raises(SystemExit, match="fold1: no problems of gpt in this set"):
+        read_models.pool([tmp_path / "read_folds" / "fold1"], tmp_path / "again", model="ours", baseline="gpt")
+
+
 def test_pool_rankings_show_what_each_puts_first():
     def cand(sample, read, co, evaluator, firmness):
         return {"sample": str(sample), "read": read, "co_verified": str(co), "evaluator_judged": str(evaluator),
