@@ -56,6 +56,7 @@ from mwpgen.generate.request import (
     fill_numbers,
     format_number,
 )
+from mwpgen.generate.surface_constraint import SurfaceConstraint
 from mwpgen.judge.model import LearnedJudge
 from mwpgen.judge.rule import equation_logprobs, judged
 from mwpgen.judge.verified import never_verified_reason
@@ -173,6 +174,9 @@ class Service:
         self.generator, self.tokenizer, self.mwp2eq, self.settings = generator, tokenizer, mwp2eq, settings
         self.judge = judge  # the learned judge; None: the rule with the co-trained mwp2eq
         self.device = next(generator.parameters()).device
+        # sample only what passes the rule's surface checks (mwpgen/generate/surface_constraint.py): off until
+        # studies/surface_constraint shows it pays
+        self.surface_constraint = False
 
     @classmethod
     def load(cls, path: str | Path, device: str = "auto", judge: str | Path | None = None) -> Service:
@@ -327,6 +331,8 @@ class Service:
         config = _generation_config(tok, request.decoding, request.num_beams, request.top_p, request.temperature,
                                     request.max_new_tokens)
         processors, rows, cache = LogitsProcessorList(), 1, {}
+        if self.surface_constraint:  # first: the nucleus is taken among what it leaves
+            processors.append(SurfaceConstraint(tok, request.equation))
         if request.decoding == "top_p":
             rows = request.candidates
             config.top_p = config.temperature = 1.0  # transformers' own warpers off: TopP does both, in their order

@@ -761,6 +761,43 @@ def test_verify_pools_bench_keeps_every_candidate_and_scores_rankings_by_the_rea
     assert kinds["greedy + T=1"]["candidates"] == kinds["T=1"]["candidates"] + 2
 
 
+def test_the_surface_constraint_study_answers_each_request_both_ways_and_scores_the_readings(bundle, tiny_judge,
+                                                                                             tmp_path):
+    """studies/surface_constraint/compare.py: each validation equation answered plain and constrained (same seed),
+    the pools' shares per arm, a blind set of both arms' shown problems, scored back per arm."""
+    from studies.surface_constraint import compare
+
+    out, params, data = tmp_path / "study", tmp_path / "params.yaml", tmp_path / "data"
+    (data / "processed").mkdir(parents=True)
+    (data / "splits").mkdir()
+    records = [{"id": str(i), "text": f"{p} ( {i} )", "equation": e} for i, (e, p, _) in enumerate(RECORDS * 3)]
+    (data / "processed" / "toy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    ids = [r["id"] for r in records]
+    (data / "splits" / "toy.json").write_text(json.dumps({"folds": [ids[:3], ids[3:]]}), encoding="utf-8")
+    default = (ROOT / "params.yaml").read_text(encoding="utf-8")
+    params.write_text(default.replace("validation_size: 100", "validation_size: 2"), encoding="utf-8")
+    compare.main(["sample", str(_with_selector(bundle, tmp_path)), "--judge", str(tiny_judge), "--dataset", "toy",
+                  "--data", str(data), "--params", str(params), "--n", "2", "--k", "3", "--max-new-tokens", "8",
+                  "--device", "cpu", "--out", str(out)])
+    shown = list(csv.DictReader((out / "shown.csv").read_text(encoding="utf-8").splitlines()))
+    assert [r["arm"] for r in shown] == ["plain", "constrained"] * 2 and len({r["id"] for r in shown}) == 2
+    arms = json.loads((out / "pools.json").read_text())["arms"]
+    assert set(arms) == {"plain", "constrained"} and all(0 <= a["surface_share"] <= 1 for a in arms.values())
+    assert all(0 < a["judge_p_mean"] < 1 and a["candidates_per_request"] >= 1 for a in arms.values())
+    for r in shown:  # constrained: no numN twice, none the equation lacks (the tiny model may not end in time)
+        if r["arm"] == "constrained":
+            present = re.findall(r"\bnum\d+\b", r["generated"])
+            assert len(present) == len(set(present)) and set(present) <= set(r["equation"].split())
+    compare.main(["build", str(out)])
+    problems = list(csv.DictReader((out / "reading" / "problems.csv").read_text(encoding="utf-8").splitlines()))
+    assert list(problems[0]) == ["uid", "equation", "problem"]
+    (out / "reading" / "labels_a.csv").write_text("uid,label\n" + "".join(f"{p['uid']},1\n" for p in problems))
+    compare.main(["score", str(out)])
+    result = json.loads((out / "reading" / "reading.json").read_text())
+    assert result["n"] == 2 and result["constrained_minus_plain"]["mean"] == 0.0
+    assert all(a["read_right"] == 1.0 for a in result["arms"].values())
+
+
 @pytest.mark.parametrize("top_p, temperature", [(0.9, 1.0), (0.5, 0.7), (0.99, 1.3)])
 def test_top_p_keeps_the_tokens_transformers_top_p_keeps(top_p, temperature):
     from transformers.generation.logits_process import TemperatureLogitsWarper, TopPLogitsWarper

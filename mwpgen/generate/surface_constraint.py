@@ -1,0 +1,90 @@
+"""What a reader checks before solving (mwpgen.judge.rule.surface_checks), asked at sampling time instead of after:
+each numN of the equation once, no other number, and a question at the end.
+
+A masked problem writes its numbers as `num` followed by the index's digits: two tokens in SmolLM2's vocabulary
+(" num", "1"), one in a word-level one (" num1"). At each step of each row, given what the row has written:
+- right after `num`: only the digit of an index of the equation not written yet;
+- elsewhere: no token with a digit in it (no other number, no index glued on) but a whole `numN` of an index not
+  written yet, no `num` once every index is written, and no end (EOS or a line break, where generation ends)
+  before every index is written and the last token closes a question ("?").
+It only removes tokens (their logits to -inf): what is left keeps its order and is sampled as before. An equation
+with an index of two digits (num10 and up) is left unconstrained. Whether it pays is
+measured, not assumed: studies/surface_constraint.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from transformers import LogitsProcessor
+
+NUM_WORD = "num"
+
+
+class _Vocabulary:
+    """What the constraint needs to know of a tokenizer's vocabulary, read once per tokenizer (decoding all of
+    SmolLM2's 49,152 tokens takes about a second)."""
+
+    def __init__(self, tokenizer):
+        vocab = {i: tokenizer.decode([i]) for i in range(len(tokenizer))}
+        self.num_ids = {i for i, t in vocab.items() if t.strip() == NUM_WORD}
+        self.digit_of = {i: t for i, t in vocab.items() if len(t) == 1 and t.isdigit()}  # "1" (no space before)
+        whole = {i: re.fullmatch(r"num(\d+)", t.strip()) for i, t in vocab.items()}
+        self.whole_of = {i: m.group(1) for i, m in whole.items() if m}  # " num1" as one token
+        self.question_ids = {i for i, t in vocab.items() if t.rstrip().endswith("?")}
+        self.numeric = torch.tensor([i for i, t in vocab.items() if any(c.isdigit() for c in t)], dtype=torch.long)
+        ends = {i for i, t in vocab.items() if "\n" in t} | {tokenizer.eos_token_id}
+        self.ends = torch.tensor(sorted(ends), dtype=torch.long)
+        self.nums = torch.tensor(sorted(self.num_ids), dtype=torch.long)
+
+
+_VOCABULARIES: dict[int, tuple[object, _Vocabulary]] = {}
+
+
+def _vocabulary(tokenizer) -> _Vocabulary:
+    held = _VOCABULARIES.get(id(tokenizer))
+    if held is None or held[0] is not tokenizer:  # an id reused by another tokenizer is read afresh
+        held = _VOCABULARIES[id(tokenizer)] = (tokenizer, _Vocabulary(tokenizer))
+    return held[1]
+
+
+class SurfaceConstraint(LogitsProcessor):
+    def __init__(self, tokenizer, equation: str):
+        indices = sorted(set(re.findall(r"\bnum(\d+)\b", equation)))
+        self.active = bool(indices) and all(len(i) == 1 for i in indices)
+        self.needed = set(indices)
+        v = _vocabulary(tokenizer)
+        self.num_ids, self.digit_of, self.whole_of, self.question_ids = v.num_ids, v.digit_of, v.whole_of, \
+            v.question_ids
+        self.index_ids = {d: i for i, d in v.digit_of.items() if d in indices}
+        self.numeric, self.ends, self.nums = v.numeric, v.ends, v.nums
+
+    def written(self, row: list[int]) -> list[str]:
+        """The indices a row has written, in order (`num` followed by a digit, or a whole `numN` token)."""
+        split = [(k, self.digit_of[b]) for k, (a, b) in enumerate(zip(row, row[1:]))
+                 if a in self.num_ids and b in self.digit_of]
+        whole = [(k, self.whole_of[t]) for k, t in enumerate(row) if t in self.whole_of]
+        return [d for _, d in sorted(split + whole)]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        if not self.active:
+            return scores
+        scores = scores.clone()
+        for r, row in enumerate(input_ids.tolist()):
+            left = self.needed - set(self.written(row))
+            if row and row[-1] in self.num_ids:  # the index's digit: one not written yet
+                keep = torch.tensor([self.index_ids[d] for d in sorted(left)], dtype=torch.long)
+                allowed = torch.full_like(scores[r], float("-inf"))
+                allowed[keep] = scores[r, keep]
+                scores[r] = allowed if len(keep) else scores[r]  # nothing left to write: cannot happen (see below)
+                continue
+            kept = {i: scores[r, i].item() for i, d in self.whole_of.items() if d in left and i < scores.shape[1]}
+            scores[r, self.numeric[self.numeric < scores.shape[1]]] = float("-inf")
+            for i, value in kept.items():  # a whole numN of an index still to write
+                scores[r, i] = value
+            if not left:
+                scores[r, self.nums[self.nums < scores.shape[1]]] = float("-inf")
+            if left or not row or row[-1] not in self.question_ids:
+                scores[r, self.ends[self.ends < scores.shape[1]]] = float("-inf")
+        return scores
