@@ -14,8 +14,8 @@ parts of data/labels/judge, and on every blind reading of a test equation the pr
 data/labels/judge's test part, verify_pools' test pools, read_models, verify_judge; none of them fitted or chose it):
 its AUC, precision at recall 0.5 and precision and recall at its threshold (with bootstrap intervals; a judge gated by
 the rule gets the rule's verdicts, as evaluate gives them), the rule's verdicts on those same readings, and "verified:
-yes" as `mwpgen generate --verify` says it (the per-shape thresholds of mwpgen/judge/verified.py), overall and per
-equation shape. A fold where
+yes" by the per-shape thresholds `mwpgen generate --verify` uses (mwpgen/judge/verified.py; the rule read through the
+evaluator), overall and per equation shape. A fold where
 train_judge adopted no judge records why (its no_judge.json).
 
 Every bootstrap interval resamples dataset problems (each reading's `group`), each with all its readings: the
@@ -153,9 +153,11 @@ def learned_on_tests(info: JudgeInfo, tests: list[dict], parse_of: dict, probabi
 
 
 def verified_on_tests(info: JudgeInfo, tests: list[dict], p: list[float], rule: list[bool], seed: int) -> dict:
-    """"verified: yes" as the product says it (verdicts.verifies: the thresholds of mwpgen/judge/verified.py) on
+    """"verified: yes" by the product's verdict (verdicts.verifies: the thresholds of mwpgen/judge/verified.py) on
     every test reading: its precision and recall with bootstrap intervals over the dataset problems, overall and per
-    equation shape, beside the target it was chosen for on validation."""
+    equation shape, beside the target it was chosen for on validation. A gated judge's rule reads through the fold's
+    evaluator here (`rule`), as when the thresholds were chosen; `mwpgen generate` reads through ours' co-trained
+    parser, so its own verdicts are measured by reading its problems (studies/verify_k)."""
     verdicts = [verifies(info, q, v, r["equation"]) for q, v, r in zip(p, rule, tests)]
     shapes = [equation_shape(r["equation"]) for r in tests]
 

@@ -175,8 +175,11 @@ def judge_identity(judge: Path | None, model: Path) -> str:
 
 def run_fingerprint(args: argparse.Namespace, requests: Sequence, judge: str = RULE) -> str:
     """What a resumed run must share with the run it continues: the checked requests, the model, the judge
-    (`judge`: judge_identity) and the format."""
-    described = [args.model, judge, args.format, *(repr(item.request) for item in requests)]
+    (`judge`: judge_identity), the format and its columns (a file begun by a version that wrote other fields is not
+    continued with these)."""
+    from mwpgen.generate.output_format import CSV_COLUMNS
+
+    described = [args.model, judge, args.format, ",".join(CSV_COLUMNS), *(repr(item.request) for item in requests)]
     return hashlib.sha256("\n".join(map(str, described)).encode()).hexdigest()
 
 

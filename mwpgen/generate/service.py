@@ -38,6 +38,7 @@ waits for any more is abandoned rather than finished.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +188,10 @@ class Service:
         device = resolve_device(device)
         generator, tokenizer, _selector, settings = load_bundle(folder, device)
         learned = LearnedJudge.load(judge, device) if judge is not None else None
+        if learned is not None and not learned.info.verified:
+            warnings.warn(f"{judge}: this judge was saved before \"verified\" was held to a precision per equation "
+                          "shape (mwpgen/judge/verified.py): it verifies at its ranking threshold, chosen for recall, "
+                          "not precision; run its train_judge stage again", stacklevel=2)
         return cls(generator, tokenizer, load_mwp2eq(folder, device), settings, learned)
 
     @property
@@ -261,7 +266,7 @@ class Service:
                                     detokenize(text), texts[i], verified[i], parsed[i],
                                     None if x is None else format_number(x), numbers, round(scores[i], 4),
                                     None if probability[i] is None else round(probability[i], 4),
-                                    None if probability[i] is None or threshold is None else round(threshold, 4),
+                                    None if probability[i] is None else threshold,  # unrounded: it decides
                                     note))
         return problems
 

@@ -7,9 +7,11 @@ A masked problem writes its numbers as `num` followed by the index's digits: two
 - elsewhere: no token with a digit in it (no other number, no index glued on) but a whole `numN` of an index not
   written yet, no `num` once every index is written, and no end (EOS or a line break, where generation ends)
   before every index is written and the last token closes a question ("?").
-It only removes tokens (their logits to -inf): what is left keeps its order and is sampled as before. An equation
-with an index of two digits (num10 and up) is left unconstrained. Whether it pays is
-measured, not assumed: studies/surface_constraint.
+Right after an index, no token glued to it (a letter or digit with no space before it: `num1s` is no `num1` to a
+reader). It only removes tokens (their logits to -inf): what is left keeps its order and is sampled as before. A row
+that never meets the end's conditions is cut at max_new_tokens as any other, so a cut row can still fail the checks.
+An equation with an index of two digits (num10 and up), or one the vocabulary cannot write, is left unconstrained.
+Whether it pays is measured, not assumed: studies/surface_constraint.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class _Vocabulary:
         self.whole_of = {i: m.group(1) for i, m in whole.items() if m}  # " num1" as one token
         self.question_ids = {i for i, t in vocab.items() if t.rstrip().endswith("?")}
         self.numeric = torch.tensor([i for i, t in vocab.items() if any(c.isdigit() for c in t)], dtype=torch.long)
-        ends = {i for i, t in vocab.items() if "\n" in t} | {tokenizer.eos_token_id}
+        ends = {i for i, t in vocab.items() if "\n" in t} | ({tokenizer.eos_token_id} - {None})
+        self.glued = torch.tensor([i for i, t in vocab.items() if t[:1].isalnum()], dtype=torch.long)
         self.ends = torch.tensor(sorted(ends), dtype=torch.long)
         self.nums = torch.tensor(sorted(self.num_ids), dtype=torch.long)
 
@@ -58,7 +61,9 @@ class SurfaceConstraint(LogitsProcessor):
         self.num_ids, self.digit_of, self.whole_of, self.question_ids = v.num_ids, v.digit_of, v.whole_of, \
             v.question_ids
         self.index_ids = {d: i for i, d in v.digit_of.items() if d in indices}
-        self.numeric, self.ends, self.nums = v.numeric, v.ends, v.nums
+        self.numeric, self.ends, self.nums, self.glued = v.numeric, v.ends, v.nums, v.glued
+        # every index writable: as `num` + its digit, or as one whole token
+        self.active &= all((d in self.index_ids and v.num_ids) or d in set(v.whole_of.values()) for d in indices)
 
     def written(self, row: list[int]) -> list[str]:
         """The indices a row has written, in order (`num` followed by a digit, or a whole `numN` token)."""
@@ -74,10 +79,10 @@ class SurfaceConstraint(LogitsProcessor):
         for r, row in enumerate(input_ids.tolist()):
             left = self.needed - set(self.written(row))
             if row and row[-1] in self.num_ids:  # the index's digit: one not written yet
-                keep = torch.tensor([self.index_ids[d] for d in sorted(left)], dtype=torch.long)
+                keep = torch.tensor([self.index_ids[d] for d in sorted(left) if d in self.index_ids], dtype=torch.long)
                 allowed = torch.full_like(scores[r], float("-inf"))
                 allowed[keep] = scores[r, keep]
-                scores[r] = allowed if len(keep) else scores[r]  # nothing left to write: cannot happen (see below)
+                scores[r] = allowed if len(keep) else scores[r]  # `num` is banned once nothing is left to write
                 continue
             kept = {i: scores[r, i].item() for i, d in self.whole_of.items() if d in left and i < scores.shape[1]}
             scores[r, self.numeric[self.numeric < scores.shape[1]]] = float("-inf")
@@ -85,6 +90,9 @@ class SurfaceConstraint(LogitsProcessor):
                 scores[r, i] = value
             if not left:
                 scores[r, self.nums[self.nums < scores.shape[1]]] = float("-inf")
+            if len(row) >= 2 and row[-2] in self.num_ids and row[-1] in self.digit_of or row and row[-1] in \
+                    self.whole_of:  # an index just written: nothing glued to it
+                scores[r, self.glued[self.glued < scores.shape[1]]] = float("-inf")
             if left or not row or row[-1] not in self.question_ids:
                 scores[r, self.ends[self.ends < scores.shape[1]]] = float("-inf")
         return scores

@@ -32,6 +32,8 @@ class JudgeInfo:
     verified: dict = field(default_factory=dict)
 
 
+# what a judge's `verified` holds (mwpgen/judge/verified.py choose_verified), where it has one
+VERIFIED_KEYS = ("precision_target", "min_accepted", "thresholds")
 # JudgeInfo's fields and the JSON types each may hold (bool is not a number here: `"layer": true` is a mistake)
 _INFO_TYPES = {"backbone": (str,), "layer": (int,), "threshold": (int, float), "trained_layers": (int,),
                "gated_by_rule": (bool,), "measured": (dict,), "verified": (dict,)}
@@ -63,6 +65,11 @@ def read_info(folder: str | Path) -> JudgeInfo:
         if isinstance(value, bool) is not (_INFO_TYPES[key] == (bool,)) or not isinstance(value, _INFO_TYPES[key]):
             raise ValueError(f"{path}: key {key!r} must be {' or '.join(t.__name__ for t in _INFO_TYPES[key])}, "
                              f"got {value!r}")
+    verified = data.get("verified", {})
+    missing = [k for k in VERIFIED_KEYS if k not in verified] if verified else []
+    if missing or not isinstance(verified.get("thresholds", {}), dict):
+        raise ValueError(f"{path}: key 'verified' must hold {', '.join(VERIFIED_KEYS)} (thresholds a mapping of "
+                         "shape to threshold or null); run its train_judge stage again")
     return JudgeInfo(**data)
 
 

@@ -9,7 +9,7 @@ included, is at least `target` precise (a cut: the readings scoring at or above 
 
 The readings differ by shape (on validation, + and - problems are read right several times as often as / and
 two-operator ones), so a threshold chosen on all of them is set by the shapes with most readings and fails the
-others. Each shape (mwpgen.data.equations.equation_shape) gets its own, chosen on its own readings; a shape that
+others. Each shape (mwpgen.data.equation_shapes.equation_shape) gets its own, chosen on its own readings; a shape that
 reaches `target` at no cut of `min_accepted` (too few right problems, or too many wrong ones among the best) gets
 none: its problems are never "verified", and the output says so. Where every shape's verdicts are `target`
 precise, so are all of them together. The figures each choice rests on are kept with the thresholds (judge.json's

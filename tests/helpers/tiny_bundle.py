@@ -36,6 +36,7 @@ def make_tiny_bundle(path: Path, with_mwp2eq: bool = True) -> Path:
 def make_tiny_judge(base: Path, out: Path, threshold: float = 0.5) -> Path:
     """A learned judge (mwpgen/judge/model.py) over one layer of the tiny LM at `base`, its head fitted on four
     readings, saved as the train_judge stage saves one."""
+    from mwpgen.data.equation_shapes import SHAPES
     from mwpgen.judge.fit import fit_head
     from mwpgen.judge.model import LearnedJudge
 
@@ -44,6 +45,9 @@ def make_tiny_judge(base: Path, out: Path, threshold: float = 0.5) -> Path:
     equations = [e for e, _, _ in RECORDS] + ["x = num1 + num2"]
     fit_head(judge, judge.hidden(problems, equations), [1, 1, 0, 0], l2=1.0)
     judge.info.threshold = threshold
+    # as train_judge saves one: "verified" held to a threshold per shape, here the judge's own for every shape
+    judge.info.verified = {"precision_target": 0.9, "min_accepted": 1, "thresholds": dict.fromkeys(SHAPES, threshold),
+                           "validation": {}}
     return judge.save(out)
 
 

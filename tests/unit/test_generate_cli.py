@@ -370,6 +370,37 @@ def test_none_verified_is_said_in_every_format(capsys, bundle, tiny_judge, tmp_p
     assert row["verified"] == "False" and row["verified_note"] == problem["verified_note"]
 
 
+def test_a_file_begun_with_other_columns_is_not_resumed_with_these(monkeypatch):
+    from types import SimpleNamespace
+
+    from mwpgen.generate import output_format
+
+    args = SimpleNamespace(model="m", format="csv")
+    requests = [SimpleNamespace(request=parse_request({"equation": "x = 12 - 5", "context": "Joan"}))]
+    now = output_file.run_fingerprint(args, requests)
+    monkeypatch.setattr(output_format, "CSV_COLUMNS", output_format.CSV_COLUMNS[:13])  # before judge_threshold
+    assert output_file.run_fingerprint(args, requests) != now
+
+
+def test_a_judge_saved_before_per_shape_thresholds_is_named_when_loaded(bundle, tiny_judge, tmp_path):
+    import shutil
+
+    from mwpgen.generate.service import Service
+
+    old = tmp_path / "old-judge"
+    shutil.copytree(tiny_judge, old)
+    info = json.loads((old / "judge.json").read_text(encoding="utf-8"))
+    del info["verified"]
+    (old / "judge.json").write_text(json.dumps(info), encoding="utf-8")
+    with pytest.warns(UserWarning, match="saved before .verified. was held to a precision per equation shape"):
+        service = Service.load(bundle, "cpu", judge=old)
+    assert service.judge.verified_threshold("x = num1 / num2") == service.judge.info.threshold  # as it was
+    info["verified"] = {"precision_target": 0.9}  # cut short: named, not a KeyError later
+    (old / "judge.json").write_text(json.dumps(info), encoding="utf-8")
+    with pytest.raises(ValueError, match="key 'verified' must hold precision_target, min_accepted, thresholds"):
+        Service.load(bundle, "cpu", judge=old)
+
+
 def test_a_judge_gated_by_the_rule_verifies_only_what_the_rule_accepts_and_ranks_those_first(bundle, tiny_judge,
                                                                                              monkeypatch):
     import mwpgen.generate.service
@@ -716,6 +747,8 @@ def test_verify_k_bench_scores_with_the_independent_evaluator(bundle, tiny_judge
         return [{k: v for k, v in r.items() if k != "seconds"} for r in rs]
     # seeded as an uninterrupted run: the rest are made again as they were
     assert resumed[0]["generated"] == "a problem the first run showed" and timeless(resumed[4:]) == timeless(rows[4:])
+    with pytest.raises(SystemExit, match="seed differ"):  # another run's settings are never continued
+        verify_k.main([*argv, "--resume", "--seed", "7"])
     verify_k.main([*argv, "--resume", "--make", "0"])  # nothing made: what is shown is scored again as it is
     assert json.loads((out / "verify_k.json").read_text())["rows"][1]["n"] == 3
     assert list(csv.DictReader(io.StringIO((out / "verify_k_generations.csv").read_text(encoding="utf-8")))) == resumed

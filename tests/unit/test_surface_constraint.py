@@ -9,7 +9,7 @@ import torch
 
 from mwpgen.generate.surface_constraint import SurfaceConstraint
 
-VOCAB = ["<eos>", " num", "1", "2", "3", " apples", " ?", " 5", "\n", " num1", " How", "12", " num3"]
+VOCAB = ["<eos>", " num", "1", "2", "3", " apples", " ?", " 5", "\n", " num1", " How", "12", " num3", "s"]
 
 
 class Tokenizer:
@@ -37,7 +37,9 @@ def test_after_num_only_an_index_still_to_write():
 
 def test_no_other_number_and_no_end_before_every_index_and_a_question():
     start = allowed("x = num1 - num2", [])
-    assert start == {" num", " apples", " ?", " How", " num1"}  # no digit, no "5", no end, no num3, no "12"
+    assert start == {" num", " apples", " ?", " How", " num1", "s"}  # no digit, no "5", no end, no num3, no "12"
+    assert "s" not in allowed("x = num1 - num2", [" num", "1"]) and "s" in allowed("x = num1 - num2", [" How"])
+    assert "s" not in allowed("x = num1 - num2", [" num1"])  # `num1s` is no num1 to a reader
     one = allowed("x = num1 - num2", [" num1", " apples"])
     assert " num1" not in one and " num" in one and "<eos>" not in one
     done = allowed("x = num1 - num2", [" num", "1", " num", "2", " How"])
@@ -51,3 +53,5 @@ def test_an_equation_it_cannot_read_is_left_alone():
     ids = torch.tensor([[1]], dtype=torch.long)
     assert torch.equal(SurfaceConstraint(Tokenizer(), "x = num12 + num1")(ids, scores), scores)
     assert torch.equal(SurfaceConstraint(Tokenizer(), "x = 3 + 4")(ids, scores), scores)
+    # num4 has neither a digit token after `num` nor a whole token here: the vocabulary cannot write it
+    assert torch.equal(SurfaceConstraint(Tokenizer(), "x = num1 + num4")(ids, scores), scores)
