@@ -271,10 +271,10 @@ def train_seq2seq(
 
 def checkpoint_summary(result: dict, stopping: EarlyStopping) -> dict:
     """The training summary a checkpoint's config.json keeps, in the layout checkpoints have always had (its names
-    and order: a checkpoint folder is compared byte for byte across runs, wall time aside)."""
+    and order), without the wall time: a model folder is compared byte for byte across runs (its md5 in dvc.lock),
+    and the time is the training's timing file's (timing/metrics/train/...)."""
     val = [(v["step"], v["val_loss"]) for v in result["validations"]]
     return {"steps": result["steps"], "epochs": result["epochs"], "tokens": result["tokens"],
-            "wall_time_s": result["timing"]["wall_s"],
             **{k: result[k] for k in ("optimizer", "lr", "batch_size", "batch_type", "warmup_steps", "max_grad_norm",
                                       "label_smoothing", "normalization", "seed")},
             "final_loss": result["final_train_loss"], "val": val, "best_step": stopping.best_step,
