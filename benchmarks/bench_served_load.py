@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.machine import describe
-from orchestration.prefect_api import free_port
+from orchestration.local_server import ServerNotServing, free_port, stop_group, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,20 +48,6 @@ def quantile(values: list[float], q: float) -> float | None:
     return round(values[int(q * (len(values) - 1))], 3) if values else None
 
 
-def wait_until_serving(url: str, server: subprocess.Popen, timeout_s: float) -> float:
-    start = time.time()
-    while time.time() - start < timeout_s:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode} before answering")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return time.time() - start
-        except OSError:
-            time.sleep(0.5)
-    raise SystemExit(f"{url}: no answer within {timeout_s:.0f} s")
-
-
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_argument("--model", default="models:/mwpgen-ours@arithmetic-fold0")
@@ -78,7 +63,10 @@ def main() -> None:
                               start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        started_s = wait_until_serving(f"{base}/ping", server, 600)
+        try:
+            started_s = wait_until_serving(f"{base}/ping", server, 600, what="mlflow models serve")
+        except ServerNotServing as e:
+            raise SystemExit(str(e)) from None
         body = json.dumps({"dataframe_records": [{"equation": "x = 12 - 5", "context": "apples basket", "n": 1,
                                                   "verify": args.verify}]}).encode()
         with ThreadPoolExecutor(args.calls) as pool:
@@ -88,11 +76,7 @@ def main() -> None:
         ping_s = time.perf_counter() - ping_start
         after = post(f"{base}/invocations", body, args.timeout)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)
     by_status: dict[str, dict] = {}
     for status in sorted({s for s, _ in results}):
         times = [t for s, t in results if s == status]

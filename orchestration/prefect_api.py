@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from orchestration.local_server import ServerNotServing, answers, free_port, wait_until_serving
 
 API_ENV = "PREFECT_API_URL"
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,32 +33,13 @@ class PrefectServerError(RuntimeError):
     pass
 
 
-def free_port() -> int:
-    """A loopback port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def health_url(api_url: str) -> str:
+    return f"{api_url.rstrip('/')}/health"
 
 
 def is_serving(api_url: str, timeout_s: float = 2.0) -> bool:
     """Whether a Prefect API answers its health check at `api_url` (`http://host:port/api`)."""
-    try:
-        with urllib.request.urlopen(f"{api_url.rstrip('/')}/health", timeout=timeout_s) as r:
-            return r.status == 200
-    except (OSError, ValueError):
-        return False
-
-
-def wait_until_serving(api_url: str, server: subprocess.Popen, log: Path, timeout_s: float) -> None:
-    """Poll the health check until it answers; raise with the end of the server's `log` if the server exits first or
-    `timeout_s` passes."""
-    deadline = time.monotonic() + timeout_s
-    while not is_serving(api_url):
-        if server.poll() is not None or time.monotonic() > deadline:
-            why = f"exited with {server.returncode}" if server.poll() is not None else f"not up after {timeout_s:.0f} s"
-            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-            raise PrefectServerError(f"the Prefect server ({api_url}) {why}; the end of {log}:\n{tail}")
-        time.sleep(0.2)
+    return answers(health_url(api_url), timeout_s)
 
 
 def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -118,13 +99,16 @@ def prefect_server(home: Path | None = None, *, log: Path | None = None, env: di
                                       stderr=subprocess.STDOUT, start_new_session=True,
                                       preexec_fn=die_with_parent if sys.platform == "linux" else None)
             try:
-                wait_until_serving(api_url, server, log, timeout_s)
+                wait_until_serving(health_url(api_url), server, timeout_s, log=log, what="the Prefect server")
                 break
-            except BaseException as e:
+            except ServerNotServing as e:
                 stop_process(server)
-                if not (isinstance(e, PrefectServerError) and server.returncode not in (None, 0) and attempt < 2
+                if not (server.returncode not in (None, 0) and attempt < 2
                         and "address already in use" in log.read_text(errors="replace").lower()):
-                    raise
+                    raise PrefectServerError(str(e)) from None
+            except BaseException:
+                stop_process(server)
+                raise
         try:
             yield api_url
         finally:

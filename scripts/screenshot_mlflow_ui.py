@@ -22,38 +22,16 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until_serving(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"mlflow server exited with {proc.returncode} before serving")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(1)
-    raise SystemExit(f"mlflow server did not answer {url} within {timeout_s:.0f} s")
+from orchestration.local_server import ServerNotServing, free_port, stop_group, wait_until_serving  # noqa: E402
 
 
 def screenshot(url: str, out: Path, budget_ms: int, chromium: str, size: str) -> None:
@@ -152,7 +130,10 @@ def main() -> None:
             if len({r.data.tags["mwpgen.fold"] for r in runs}) > 1:
                 search = f"tags.`mwpgen.model` = '{args.compare[1]}' and tags.`mwpgen.fold` != ''"
                 pages["folds.png"] = f"{ui_url(base, c)}&searchFilter={urllib.parse.quote(search)}"
-            wait_until_serving(base + "/", server, 180)
+            try:
+                wait_until_serving(base + "/", server, 180, what="mlflow server")
+            except ServerNotServing as e:
+                raise SystemExit(str(e)) from None
             args.out_dir.mkdir(parents=True, exist_ok=True)
             for name, url in pages.items():
                 out = (args.out_dir / name).resolve()
@@ -161,11 +142,7 @@ def main() -> None:
                 screenshot(url, out, args.budget_ms, args.chromium, size)
                 print(f"{url} -> {out}")
         finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
+            stop_group(server)
 
 
 if __name__ == "__main__":

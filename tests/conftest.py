@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,21 +17,6 @@ import pytest
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from orchestration.prefect_api import pointed_server
-
-
-def wait_until_serving(url: str, server: subprocess.Popen, log: Path, what: str, timeout_s: float) -> None:
-    """Poll `url` until it answers 200; fail with the end of the server's `log` if it exits or `timeout_s` passes."""
-    deadline = time.time() + timeout_s
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if server.poll() is not None or time.time() > deadline:
-            pytest.fail(f"{what} did not start: {log.read_text()[-3000:]}")
-        time.sleep(0.5)
 
 
 @contextmanager

@@ -228,6 +228,7 @@ class Service:
         parsed: list[str | None] = [None] * len(texts)
         verified: list[bool | None] = [None] * len(texts)
         probability: list[float | None] = [None] * len(texts)
+        threshold: float | None = None  # the learned judge's for the equation's shape; None: no judge, or never
         order = list(range(len(texts)))
         if request.verify:
             check_deadline(deadline, "before the judge read the candidates")
@@ -237,7 +238,9 @@ class Service:
                 if self.gated:
                     parsed, rule = self.rule_by_probability(texts, request.equation, probability, request.n,
                                                             deadline)
-                verified = [self.judge.verifies(p, r, request.equation) if not self.gated or r is not None else None
+                threshold = self.judge.verified_threshold(request.equation)
+                verified = [None if self.gated and r is None else
+                            threshold is not None and self.judge.reaches(threshold, p, r)
                             for p, r in zip(probability, rule)]
                 # stable: equal keys keep sampling order; without the gate every rule[i] is None
                 order.sort(key=lambda i: (rule[i] is not True, -probability[i]))
@@ -247,10 +250,8 @@ class Service:
                 firmness = self.equation_firmness(texts, request.equation, deadline)
                 order.sort(key=lambda i: (not verified[i], -firmness[i]))
         shown = order[: request.n]
-        note = self.unverified_note(request, len(texts)) if request.verify and not any(
+        note = self.unverified_note(request, len(texts), threshold) if request.verify and not any(
             verified[i] for i in shown) else None
-        judging = request.verify and self.judge is not None
-        threshold = self.judge.verified_threshold(request.equation) if judging else None
         # only the shown problems' likelihoods: nothing ranks by them
         scores = dict(zip(shown, self.mean_log_likelihood(prompt, [texts[i] for i in shown], deadline=deadline)))
         values: dict[str, str] = dict(request.values)
@@ -270,9 +271,10 @@ class Service:
                                     note))
         return problems
 
-    def unverified_note(self, request: Request, candidates: int) -> str:
-        """What the output says when no shown problem is verified: why, in one sentence."""
-        if self.judge is not None and self.judge.verified_threshold(request.equation) is None:
+    def unverified_note(self, request: Request, candidates: int, threshold: float | None) -> str:
+        """What the output says when no shown problem is verified: why, in one sentence (`threshold`: the learned
+        judge's for the equation's shape)."""
+        if self.judge is not None and threshold is None:
             return (never_verified_reason(self.judge.info.verified, request.equation)
                     + f"; the best of {candidates} distinct candidates shown, unverified")
         return f"no verified problem among {candidates} distinct candidates; the best shown, unverified"

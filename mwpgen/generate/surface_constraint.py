@@ -55,44 +55,42 @@ def _vocabulary(tokenizer) -> _Vocabulary:
 class SurfaceConstraint(LogitsProcessor):
     def __init__(self, tokenizer, equation: str):
         indices = sorted(set(re.findall(r"\bnum(\d+)\b", equation)))
-        self.active = bool(indices) and all(len(i) == 1 for i in indices)
         self.needed = set(indices)
-        v = _vocabulary(tokenizer)
-        self.num_ids, self.digit_of, self.whole_of, self.question_ids = v.num_ids, v.digit_of, v.whole_of, \
-            v.question_ids
+        self.vocab = v = _vocabulary(tokenizer)
         self.index_ids = {d: i for i, d in v.digit_of.items() if d in indices}
-        self.numeric, self.ends, self.nums, self.glued = v.numeric, v.ends, v.nums, v.glued
-        # every index writable: as `num` + its digit, or as one whole token
-        self.active &= all((d in self.index_ids and v.num_ids) or d in set(v.whole_of.values()) for d in indices)
+        # every index of one digit, and writable: as `num` + its digit, or as one whole token
+        self.active = bool(indices) and all(
+            len(d) == 1 and ((d in self.index_ids and v.num_ids) or d in set(v.whole_of.values())) for d in indices)
 
     def written(self, row: list[int]) -> list[str]:
         """The indices a row has written, in order (`num` followed by a digit, or a whole `numN` token)."""
-        split = [(k, self.digit_of[b]) for k, (a, b) in enumerate(zip(row, row[1:]))
-                 if a in self.num_ids and b in self.digit_of]
-        whole = [(k, self.whole_of[t]) for k, t in enumerate(row) if t in self.whole_of]
+        v = self.vocab
+        split = [(k, v.digit_of[b]) for k, (a, b) in enumerate(zip(row, row[1:])) if a in v.num_ids and b in v.digit_of]
+        whole = [(k, v.whole_of[t]) for k, t in enumerate(row) if t in v.whole_of]
         return [d for _, d in sorted(split + whole)]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
         if not self.active:
             return scores
+        v, width = self.vocab, scores.shape[1]
         scores = scores.clone()
         for r, row in enumerate(input_ids.tolist()):
             left = self.needed - set(self.written(row))
-            if row and row[-1] in self.num_ids:  # the index's digit: one not written yet
+            if row and row[-1] in v.num_ids:  # the index's digit: one not written yet
                 keep = torch.tensor([self.index_ids[d] for d in sorted(left) if d in self.index_ids], dtype=torch.long)
                 allowed = torch.full_like(scores[r], float("-inf"))
                 allowed[keep] = scores[r, keep]
                 scores[r] = allowed if len(keep) else scores[r]  # `num` is banned once nothing is left to write
                 continue
-            kept = {i: scores[r, i].item() for i, d in self.whole_of.items() if d in left and i < scores.shape[1]}
-            scores[r, self.numeric[self.numeric < scores.shape[1]]] = float("-inf")
+            kept = {i: scores[r, i].item() for i, d in v.whole_of.items() if d in left and i < width}
+            scores[r, v.numeric[v.numeric < width]] = float("-inf")
             for i, value in kept.items():  # a whole numN of an index still to write
                 scores[r, i] = value
             if not left:
-                scores[r, self.nums[self.nums < scores.shape[1]]] = float("-inf")
-            if len(row) >= 2 and row[-2] in self.num_ids and row[-1] in self.digit_of or row and row[-1] in \
-                    self.whole_of:  # an index just written: nothing glued to it
-                scores[r, self.glued[self.glued < scores.shape[1]]] = float("-inf")
-            if left or not row or row[-1] not in self.question_ids:
-                scores[r, self.ends[self.ends < scores.shape[1]]] = float("-inf")
+                scores[r, v.nums[v.nums < width]] = float("-inf")
+            if len(row) >= 2 and row[-2] in v.num_ids and row[-1] in v.digit_of or row and row[-1] in \
+                    v.whole_of:  # an index just written: nothing glued to it
+                scores[r, v.glued[v.glued < width]] = float("-inf")
+            if left or not row or row[-1] not in v.question_ids:
+                scores[r, v.ends[v.ends < width]] = float("-inf")
         return scores

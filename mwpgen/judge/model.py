@@ -29,7 +29,7 @@ from mwpgen.judge.saved import (
     read_info,
     write_info,
 )
-from mwpgen.judge.verdicts import accepts, verifies
+from mwpgen.judge.verdicts import accepts, reaches, verifies
 from mwpgen.judge.verified import verified_threshold
 
 PROMPT = "problem: {problem} equation: {equation} consistent:"
@@ -130,6 +130,11 @@ class LearnedJudge(torch.nn.Module):
     def verified_threshold(self, equation: str) -> float | None:
         """The threshold "verified: yes" holds a problem written for `equation` to; None: never verified."""
         return verified_threshold(self.info.verified, self.info.threshold, equation)
+
+    def reaches(self, threshold: float, probability: float, rule: bool | None) -> bool:
+        """Whether a problem of `probability` (and the rule's verdict `rule`, for a gated judge) reaches `threshold`:
+        `verifies` with the equation's threshold looked up once for all its candidates."""
+        return reaches(self.info, threshold, probability, rule)
 
     def save(self, folder: str | Path) -> Path:
         from mwpgen.io import atomic_directory

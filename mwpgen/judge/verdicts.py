@@ -17,17 +17,19 @@ from mwpgen.judge.verified import verified_threshold
 def accepts(info: JudgeInfo, probability: float, rule: bool | None = None) -> bool:
     """The verdict of the judge `info` describes on a problem of judge probability `probability`; `rule`: the rule's
     verdict on it, which a gated judge needs (an error without it)."""
-    return _reaches(info, info.threshold, probability, rule)
+    return reaches(info, info.threshold, probability, rule)
 
 
 def verifies(info: JudgeInfo, probability: float, rule: bool | None, equation: str) -> bool:
     """Whether a problem written for `equation` is shown as "verified: yes": as `accepts`, held to the threshold of
     the equation's shape instead (mwpgen/judge/verified.py; a shape with none is never verified)."""
     threshold = verified_threshold(info.verified, info.threshold, equation)
-    return threshold is not None and _reaches(info, threshold, probability, rule)
+    return threshold is not None and reaches(info, threshold, probability, rule)
 
 
-def _reaches(info: JudgeInfo, threshold: float, probability: float, rule: bool | None) -> bool:
+def reaches(info: JudgeInfo, threshold: float, probability: float, rule: bool | None) -> bool:
+    """Whether a problem of judge probability `probability` (and, for a judge gated by the rule, the rule's verdict
+    `rule`) reaches `threshold`."""
     if info.gated_by_rule:
         if rule is None:
             raise ValueError("this judge is gated by the rule (judge.json: gated_by_rule): give the rule's verdict")

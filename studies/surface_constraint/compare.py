@@ -41,17 +41,11 @@ def sample(args: argparse.Namespace) -> None:
     from mwpgen.data.folds import load_fold
     from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
-    from mwpgen.generate.service import Service, bundle_folder
-    from mwpgen.judge.model import LearnedJudge
     from mwpgen.judge.rule import surface_checks
-    from mwpgen.ours.bundle import load_bundle, load_mwp2eq
-    from studies.verify_k.verify_k import fold_contexts
+    from studies.verify_k.verify_k import fold_contexts, load_service
 
-    device = resolve_device(args.device)
-    folder = bundle_folder(args.bundle)
-    generator, tokenizer, selector, settings = load_bundle(folder, device)
-    judge = LearnedJudge.load(args.judge, device) if args.judge else None
-    service = Service(generator, tokenizer, load_mwp2eq(folder, device), settings, judge)
+    service, selector = load_service(args.bundle, args.judge, resolve_device(args.device))
+    judge, tokenizer, settings = service.judge, service.tokenizer, service.settings
     exp = load_params(args.params).experiment
     records = load_fold(args.data, args.dataset, args.fold, seed=exp.seed,
                         validation_size=exp.validation_size).validation

@@ -106,12 +106,19 @@ def done_rows(out: Path, args: argparse.Namespace) -> list[dict]:
         return [{k: r[k] for k in SHOWN} for r in csv.DictReader(f)]
 
 
+def load_service(bundle: Path, judge_dir: Path | None, device: str) -> tuple[Service, object]:
+    """The served model as `mwpgen generate` loads it (the bundle's generator, co-trained mwp2eq and settings, and the
+    judge at `judge_dir` if given) and the bundle's selector, which picks each equation's context (fold_contexts)."""
+    folder = bundle_folder(bundle)
+    generator, tokenizer, selector, settings = load_bundle(folder, device)
+    judge = LearnedJudge.load(judge_dir, device) if judge_dir else None
+    return Service(generator, tokenizer, load_mwp2eq(folder, device), settings, judge), selector
+
+
 def run(args: argparse.Namespace) -> dict:
     device = resolve_device(args.device)
-    folder = bundle_folder(args.bundle)
-    generator, tokenizer, selector, settings = load_bundle(folder, device)
-    judge = LearnedJudge.load(args.judge, device) if args.judge else None
-    service = Service(generator, tokenizer, load_mwp2eq(folder, device), settings, judge)
+    service, selector = load_service(args.bundle, args.judge, device)
+    folder, tokenizer, settings = bundle_folder(args.bundle), service.tokenizer, service.settings
     if max(args.k) > 1 and not service.can_verify:
         raise SystemExit(f"error: {folder} has no co-trained mwp2eq (trained without L_eq): nothing can verify")
     evaluator_dir = args.evaluator or FoldPaths(ROOT, None, args.dataset, args.fold).evaluator.model_dir
@@ -152,7 +159,7 @@ def run(args: argparse.Namespace) -> dict:
                 if made % 10 == 0:
                     print(f"K={k}: {made} problems this run, {time.perf_counter() - start:.0f} s", file=sys.stderr,
                           flush=True)
-    del generator, judge, service  # the evaluator reads next: one model's weights at a time
+    del service  # the evaluator reads next: one model's weights at a time
     return summarise(args, evaluator_dir, test, shown, device)
 
 

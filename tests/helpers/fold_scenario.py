@@ -5,8 +5,6 @@ pool with the `mwpgen-fold` deployment, and N Prefect workers, each in its own c
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -20,6 +18,7 @@ import yaml
 from mwpgen.data.splits import seeded_folds
 from mwpgen.io import write_json, write_jsonl
 from mwpgen.lm.prompts import GENERATOR_TEMPLATE, MWP2EQ_TEMPLATE
+from orchestration.local_server import stop_group
 from orchestration.prefect_api import sigint_at_default
 from tests.helpers.scratch_project import add_synthetic_readings, copy_project, run_in, scratch_env
 from tests.helpers.synthetic_mwp import synthetic_records
@@ -136,9 +135,4 @@ def cluster(root: Path, n_workers: int) -> Iterator[Cluster]:
         yield Cluster(root, base, parent, workers, env)
     finally:
         for p in procs:
-            os.killpg(p.pid, signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
+            stop_group(p)

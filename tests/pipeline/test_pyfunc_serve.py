@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,10 +15,9 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import wait_until_serving
 
 from mwpgen.generate import cli
-from orchestration.prefect_api import free_port
+from orchestration.local_server import ServerNotServing, free_port, stop_group, wait_until_serving
 from tests.helpers.tiny_bundle import make_tiny_bundle
 
 pytestmark = pytest.mark.slow  # end to end (pytest -m "not slow" skips it)
@@ -126,15 +124,13 @@ def server(registry, tmp_path_factory):
                                env={**registry["env"], "MWPGEN_DEVICE": "cpu", "OMP_NUM_THREADS": "1"}, stdout=log,
                                stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until_serving(f"{url}/ping", process, log_path, "server", timeout_s=SERVER_START_S)
+        try:
+            wait_until_serving(f"{url}/ping", process, SERVER_START_S, log=log_path, what="mlflow models serve")
+        except ServerNotServing as e:
+            pytest.fail(str(e))
         yield url
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=20)
+        stop_group(process, timeout_s=10)
         log.close()
 
 

@@ -226,3 +226,20 @@ def test_no_study_rebuilds_a_set_that_has_been_read(tmp_path, monkeypatch):
     labelled.write_text("model,id,equation,generated,label\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=rf"error: {labelled} already exists"):
         evaluator_agreement.sample(labelled, 1, 0, "arithmetic", 0)
+
+
+def test_the_studies_load_the_served_model_as_generate_does(tmp_path):
+    """studies/verify_k and studies/surface_constraint answer requests with the Service `mwpgen generate` builds."""
+    from mwpgen.generate.request import Request
+    from studies.verify_k.verify_k import load_service
+    from tests.helpers.tiny_bundle import make_tiny_bundle, make_tiny_judge
+
+    bundle = make_tiny_bundle(tmp_path / "ours")
+    judge = make_tiny_judge(tmp_path / "ours-base", tmp_path / "judge")
+    service, _ = load_service(bundle, judge, "cpu")
+    assert service.judge is not None and service.mwp2eq is not None  # the tiny bundle has no selector
+    request = Request(equation="x = num1 - num2", context=("jar",), given="x = num1 - num2", n=1, seed=1, verify=2,
+                      max_new_tokens=8)
+    (problem,) = service.answer(request)
+    assert problem.judge_probability is not None and problem.verified in (True, False)
+    assert load_service(bundle, None, "cpu")[0].judge is None
