@@ -4,6 +4,8 @@ fold, read blind. Test equations never enter it (they only measure: data/labels/
     python -m studies.reading.corpus draw models/ours/arithmetic/fold0 --model ours --split validation --n 100
     python -m studies.reading.corpus draw models/ours/arithmetic/fold0 --model ours --split train --n 400
     python -m studies.reading.corpus draw models/gpt_pre/arithmetic/fold0 --model gpt_pre --split train --n 400
+    python -m studies.reading.corpus draw models/ours-rft/arithmetic/fold0 --model ours --name ours-rft --split train \
+        --judge models/judge/arithmetic/fold0 --verify 16 --keep 2 --n 1000 --seed 4 --out data/labels/corpus_round4
     python -m studies.reading.corpus build      # the blind reading set and its reader batches
     python -m studies.reading.corpus score      # agreement on the overlap; share read right by shape, model, source
 
@@ -12,8 +14,11 @@ problems are rare, subtraction, division and two operators, are drawn twice as o
 and for each writes the greedy problem and `--k` top-p samples at each `--temperature` (the service's setting is T = 1,
 top-p 0.9; lower temperatures give more right problems, so right and wrong both occur). Ours decodes as `mwpgen
 generate` does (mwpgen.generate.service: the selector's context, the same prompt and decoding); GPT-pre as the generate
-stage does (the heuristic keywords of the problem as context). Every candidate is kept with its source
-(<out>/candidates/<model>_<split>.csv); nothing a judge computes is stored, so reading stays blind.
+stage does (the heuristic keywords of the problem as context). With `--judge`, ours answers each equation as
+`mwpgen generate --verify K -n N` does with that judge (`--verify`, `--keep`: top-p samples at T = 1, ranked by the
+judge, the first N distinct kept): the candidates the judge accepts first, whose mistakes are what its precision is
+made of. Every candidate is kept with its source (<out>/candidates/<model>_<split>.csv); nothing a judge computes is
+stored, so reading stays blind.
 
 `build` puts every distinct (equation, problem) of every candidates file into one shuffled set (problems.csv:
 uid, equation, problem; key.csv: where each came from), a seeded overlap of OVERLAP problems to be read twice, and
@@ -128,6 +133,30 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     return out
 
 
+def _draw_accepted(args: argparse.Namespace, records: list[dict]) -> list[dict]:
+    """Each equation answered as `mwpgen generate --verify K -n N` answers it with the judge `--judge`: its first N."""
+    from mwpgen.device import resolve_device
+    from mwpgen.generate.request import Request
+    from studies.verify_k.verify_k import fold_contexts, load_service
+
+    service, selector = load_service(args.checkpoint, args.judge, resolve_device(args.device))
+    if selector is None:
+        raise SystemExit(f"error: {args.checkpoint} uses heuristic keywords, which exist for test problems only: a "
+                         "corpus needs a bundle with a trained selector")
+    contexts = fold_contexts(selector, service.settings, service.tokenizer, records, args.dataset, args.fold)
+    source = f"judge top {args.keep} of {args.verify}"
+    out, start = [], time.perf_counter()
+    for i, (record, context) in enumerate(zip(records, contexts)):
+        request = Request(equation=record["equation"], context=tuple(context), given=record["equation"],
+                          n=args.keep, seed=args.seed + args.skip + i, verify=args.verify, decoding="top_p",
+                          top_p=args.top_p, temperature=1.0, max_new_tokens=args.max_new_tokens)
+        shown = service.answer(request, i)
+        out += _candidates(args, record, " ".join(context), source, [p.masked_text for p in shown])
+        if (i + 1) % args.batch == 0 or i + 1 == len(records):
+            _progress(args, i, len(records), out, start)
+    return out
+
+
 def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     from mwpgen.config.schema import load_params
     from mwpgen.device import resolve_device
@@ -189,7 +218,10 @@ def _candidates_file(args) -> Path:
 
 def draw(args: argparse.Namespace) -> Path:
     records = _records(args)
-    rows = (_draw_ours if args.model == "ours" else _draw_gpt_pre)(args, records)
+    if args.judge:
+        rows = _draw_accepted(args, records)
+    else:
+        rows = (_draw_ours if args.model == "ours" else _draw_gpt_pre)(args, records)
     path = _candidates_file(args)
     blind_reading.write_rows(path, rows, CANDIDATE_COLUMNS)
     print(f"{len(rows)} candidates for {len(records)} equations -> {path}", file=sys.stderr)
@@ -307,6 +339,10 @@ def main(argv=None) -> None:
     d.add_argument("--top-p", type=float, default=0.9)
     d.add_argument("--seed", type=int, default=SEED)
     d.add_argument("--max-new-tokens", type=int, default=80)
+    d.add_argument("--judge", type=Path, help="ours only: keep what this learned judge ranks first among --verify "
+                   "samples at T = 1 (as `mwpgen generate --verify K` shows them), --keep per equation")
+    d.add_argument("--verify", type=int, default=16, help="with --judge: samples ranked per equation")
+    d.add_argument("--keep", type=int, default=2, help="with --judge: the first N distinct kept per equation")
     d.add_argument("--params", type=Path, default=ROOT / "params.yaml")
     d.add_argument("--data", type=Path, default=ROOT / "data", help="the project's data folder (processed, splits)")
     d.add_argument("--device", default="auto")
@@ -319,6 +355,8 @@ def main(argv=None) -> None:
     if args.command == "draw":
         if args.k < 1 or args.n < 1 or args.batch < 1 or args.skip < 0:
             ap.error("--k, --n and --batch must be >= 1, --skip >= 0")
+        if args.judge and (args.model != "ours" or args.keep < 1 or args.verify < args.keep):
+            ap.error("--judge ranks ours' samples: --model ours, --keep >= 1 and --verify >= --keep")
         draw(args)
     elif args.command == "build":
         build(args.out)

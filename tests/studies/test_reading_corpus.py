@@ -140,3 +140,30 @@ def test_ours_batched_greedy_texts_are_each_requests_own(tmp_path):
     sampled = corpus.ours_texts(service, [service.prompt(r) for r in requests],
                                 {"decoding": "top_p", "temperature": 1.0, "top_p": 0.9}, 3, 0, 8)
     assert len(sampled) == 9
+
+
+def test_a_judged_draw_keeps_what_the_served_model_shows_first(tmp_path, monkeypatch):
+    """`draw --judge`: each equation's candidates are the first --keep problems `mwpgen generate --verify K` shows
+    with that judge (the same requests answered again give the same texts), nothing the judge computed stored."""
+    from mwpgen.generate.request import Request
+    from studies.verify_k import verify_k
+    from tests.helpers.tiny_bundle import make_tiny_bundle, make_tiny_judge
+
+    bundle = make_tiny_bundle(tmp_path / "ours")
+    judge = make_tiny_judge(tmp_path / "ours-base", tmp_path / "judge")
+    service, _ = verify_k.load_service(bundle, judge, "cpu")
+    monkeypatch.setattr(verify_k, "load_service", lambda *a: (service, object()))  # the tiny bundle has no selector
+    monkeypatch.setattr(verify_k, "fold_contexts", lambda sel, settings, tok, records, *a: [("jar",)] * len(records))
+    records = [{"id": "a", "equation": "x = num1 - num2"}, {"id": "b", "equation": "x = num1 * num2"}]
+    args = argparse.Namespace(checkpoint=bundle, judge=judge, device="cpu", dataset="arithmetic", fold=0, keep=2,
+                              verify=4, seed=7, skip=0, top_p=0.9, max_new_tokens=8, batch=1, split="train",
+                              model="ours", name="ours-rft", out=tmp_path / "set")
+    rows = corpus._draw_accepted(args, records)
+    assert {r["source"] for r in rows} == {"judge top 2 of 4"} and set(corpus.CANDIDATE_COLUMNS) == set(rows[0])
+    for i, record in enumerate(records):
+        again = service.answer(Request(equation=record["equation"], context=("jar",), given=record["equation"], n=2,
+                                       seed=7 + i, verify=4, decoding="top_p", top_p=0.9, temperature=1.0,
+                                       max_new_tokens=8), i)
+        assert [r["generated"] for r in rows if r["id"] == record["id"]] == [p.masked_text for p in again
+                                                                              if p.masked_text]
+    assert (tmp_path / "set" / "candidates" / "ours-rft_train.csv").exists()
