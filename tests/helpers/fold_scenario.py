@@ -57,6 +57,9 @@ def base_project(root: Path, remote: Path) -> Path:
         params["train"][kind].update(max_steps=30, batch_size=8, lr=3e-3, save_every=5)
     params["generate"].update(max_new_tokens=20, batch_size=8)
     params["judge"].update(layer=1)  # the learned judge reads 1 of the tiny model's 2 layers
+    # No tuning on readings: the same stage on one fold, run end to end by tests/pipeline/test_pipeline_models.py
+    params["tuning"]["methods"] = []
+    params["serve"]["model"] = "ours"
     (base / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     env = scratch_env(base)
     run_in(base, env, [sys.executable, "-m", "dvc", "remote", "modify", "storage", "url", str(remote)])
