@@ -12,7 +12,6 @@ Each library keeps its license (BSD-3-Clause) in a comment above its code.
 from __future__ import annotations
 
 import argparse
-import io
 import tarfile
 from pathlib import Path
 
@@ -48,7 +47,7 @@ def script(tarball: Path, name: str, version: str, member: str) -> str:
         license_text = tar.extractfile("package/LICENSE").read().decode("utf-8")
     if "</script" in code.lower():
         raise SystemExit(f"{tarball}: {member} holds '</script', which would end the inlined script early")
-    return (f"    <!-- {name} {version} (npm), {member}; its license:\n{io.StringIO(license_text).read().strip()}\n"
+    return (f"    <!-- {name} {version} (npm), {member}; its license:\n{license_text.strip()}\n"
             f"    -->\n    <script>{code}</script>")
 
 

@@ -98,23 +98,25 @@ def ours_texts(service, prompts: list, decoding: dict, copies: int, seed: int, m
     return [t.split("\n", 1)[0].strip() for t in service.tokenizer.batch_decode(ids, skip_special_tokens=True)]
 
 
+def _ours_service(args: argparse.Namespace, records: list[dict], judge: Path | None):
+    """Ours as `mwpgen generate` loads it (with the learned judge at `judge`, if any) and each record's context as its
+    selector picks it; a bundle without a trained selector is refused (heuristic keywords exist for test problems)."""
+    from mwpgen.device import resolve_device
+    from studies.verify_k.verify_k import fold_contexts, load_service
+
+    service, selector = load_service(args.checkpoint, judge, resolve_device(args.device))
+    if selector is None:
+        raise SystemExit(f"error: {args.checkpoint} uses heuristic keywords, which exist for test problems only: a "
+                         "corpus needs a bundle with a trained selector")
+    return service, fold_contexts(selector, service.settings, service.tokenizer, records, args.dataset, args.fold)
+
+
 def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     import torch
 
-    from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
-    from mwpgen.generate.service import Service, bundle_folder
-    from mwpgen.ours.bundle import load_bundle, load_mwp2eq
-    from studies.verify_k.verify_k import fold_contexts
 
-    device = resolve_device(args.device)
-    folder = bundle_folder(args.checkpoint)
-    generator, tokenizer, selector, settings = load_bundle(folder, device)
-    if selector is None:
-        raise SystemExit(f"error: {folder} uses heuristic keywords, which exist for test problems only: a corpus "
-                         "needs a bundle with a trained selector")
-    service = Service(generator, tokenizer, load_mwp2eq(folder, device), settings)
-    contexts = fold_contexts(selector, settings, tokenizer, records, args.dataset, args.fold)
+    service, contexts = _ours_service(args, records, judge=None)
     out, start = [], time.perf_counter()
     with torch.inference_mode():
         for first in range(0, len(records), args.batch):
@@ -135,15 +137,9 @@ def _draw_ours(args: argparse.Namespace, records: list[dict]) -> list[dict]:
 
 def _draw_accepted(args: argparse.Namespace, records: list[dict]) -> list[dict]:
     """Each equation answered as `mwpgen generate --verify K -n N` answers it with the judge `--judge`: its first N."""
-    from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
-    from studies.verify_k.verify_k import fold_contexts, load_service
 
-    service, selector = load_service(args.checkpoint, args.judge, resolve_device(args.device))
-    if selector is None:
-        raise SystemExit(f"error: {args.checkpoint} uses heuristic keywords, which exist for test problems only: a "
-                         "corpus needs a bundle with a trained selector")
-    contexts = fold_contexts(selector, service.settings, service.tokenizer, records, args.dataset, args.fold)
+    service, contexts = _ours_service(args, records, judge=args.judge)
     source = f"judge top {args.keep} of {args.verify}"
     out, start = [], time.perf_counter()
     for i, (record, context) in enumerate(zip(records, contexts)):
