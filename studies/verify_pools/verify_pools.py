@@ -63,18 +63,17 @@ def sample(args: argparse.Namespace) -> None:
     from mwpgen.data.folds import load_fold
     from mwpgen.device import resolve_device
     from mwpgen.generate.request import Request
-    from mwpgen.generate.service import Service, bundle_folder
+    from mwpgen.generate.service import bundle_folder
     from mwpgen.judge.rule import judged
     from mwpgen.lm.decoding import predict_equations
     from mwpgen.lm.loading import load_trained
-    from mwpgen.ours.bundle import load_bundle, load_mwp2eq
     from mwpgen.paths import FoldPaths
-    from studies.verify_k.verify_k import fold_contexts
+    from studies.verify_k.verify_k import fold_contexts, load_service
 
     device = resolve_device(args.device)
     folder = bundle_folder(args.bundle)
-    generator, tokenizer, selector, settings = load_bundle(folder, device)
-    service = Service(generator, tokenizer, load_mwp2eq(folder, device), settings)
+    service, selector = load_service(args.bundle, None, device)  # the rule ranks: no learned judge here
+    settings, tokenizer = service.settings, service.tokenizer
     if not service.can_verify:
         raise SystemExit(f"error: {folder} has no co-trained mwp2eq (trained without L_eq): nothing to rank with")
     exp = load_params(args.params).experiment
