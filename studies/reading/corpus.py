@@ -5,7 +5,8 @@ fold, read blind. Test equations never enter it (they only measure: data/labels/
     python -m studies.reading.corpus draw models/ours/arithmetic/fold0 --model ours --split train --n 400
     python -m studies.reading.corpus draw models/gpt_pre/arithmetic/fold0 --model gpt_pre --split train --n 400
     python -m studies.reading.corpus draw models/ours-rft/arithmetic/fold0 --model ours --name ours-rft --split train \
-        --judge models/judge/arithmetic/fold0 --verify 16 --keep 2 --n 1000 --seed 4 --out data/labels/corpus_round4
+        --judge models/judge/arithmetic/fold0 --verify 16 --keep 3 --n 2000 --seed 4 --out data/labels/corpus_round4 \
+        --shapes '*' / 'two operators' 'three or more operators' --part hard   # and --keep 1 --shapes + - --part easy
     python -m studies.reading.corpus build      # the blind reading set and its reader batches
     python -m studies.reading.corpus score      # agreement on the overlap; share read right by shape, model, source
 
@@ -33,6 +34,7 @@ import argparse
 import collections
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -207,9 +209,17 @@ def _name(args) -> str:
 
 
 def _candidates_file(args) -> Path:
-    """<name>_<split>.csv; a draw that continues an earlier one (--skip N) writes <name>_<split>_from<N>.csv."""
-    suffix = f"_from{args.skip}" if args.skip else ""
+    """<name>_<split>.csv; a draw that continues an earlier one (--skip N) writes <name>_<split>_from<N>.csv, one of
+    several parts of a draw (--part P, e.g. other shapes with another --keep) <name>_<split>_<P>.csv."""
+    suffix = (f"_from{args.skip}" if args.skip else "") + (f"_{args.part}" if getattr(args, "part", None) else "")
     return args.out / "candidates" / f"{_name(args)}_{args.split}{suffix}.csv"
+
+
+def _part_name(text: str) -> str:
+    """--part becomes part of a file name: letters, digits, - and _ only."""
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", text):
+        raise argparse.ArgumentTypeError(f"{text!r}: letters, digits, - and _ only (it names the candidates file)")
+    return text
 
 
 def draw(args: argparse.Namespace) -> Path:
@@ -335,6 +345,9 @@ def main(argv=None) -> None:
     d.add_argument("--top-p", type=float, default=0.9)
     d.add_argument("--seed", type=int, default=SEED)
     d.add_argument("--max-new-tokens", type=int, default=80)
+    d.add_argument("--part", type=_part_name,
+                   help="a name for this part of a draw made in parts (its candidates file's suffix), e.g. `hard` "
+                   "for --shapes '*' '/' with --keep 3 beside `easy` for --shapes + - with --keep 1")
     d.add_argument("--judge", type=Path, help="ours only: keep what this learned judge ranks first among --verify "
                    "samples at T = 1 (as `mwpgen generate --verify K` shows them), --keep per equation")
     d.add_argument("--verify", type=int, default=16, help="with --judge: samples ranked per equation")

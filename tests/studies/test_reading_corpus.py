@@ -125,6 +125,14 @@ def test_draw_with_gpt_pre_writes_only_training_equations(tmp_path):
     assert _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train.csv") == rows
     more = _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train_from5.csv")
     assert more and not {r["id"] for r in more} & {r["id"] for r in rows}
+    # A draw in parts (other shapes, another --keep) writes each part's file: still nothing overwritten.
+    corpus.main(["draw", str(model), "--n", "2", "--shapes", "+", "--part", "easy", *common])
+    assert _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train.csv") == rows
+    easy = _read(tmp_path / "corpus" / "candidates" / "gpt_pre_train_easy.csv")
+    assert easy and {corpus.shape(r["equation"]) for r in easy} == {"+"}
+    with pytest.raises(SystemExit) as refused:
+        corpus.main(["draw", str(model), "--part", "../x", *common])
+    assert refused.value.code == 2
 
 
 def test_ours_batched_greedy_texts_are_each_requests_own(tmp_path):
