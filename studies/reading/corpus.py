@@ -143,8 +143,11 @@ def _draw_accepted(args: argparse.Namespace, records: list[dict]) -> list[dict]:
 
     service, contexts = _ours_service(args, records, judge=args.judge)
     source = f"judge top {args.keep} of {args.verify}"
-    out, start = [], time.perf_counter()
+    out, start = _drawn_before(args), time.perf_counter()
+    done = {r["id"] for r in out}
     for i, (record, context) in enumerate(zip(records, contexts)):
+        if record["id"] in done:
+            continue  # --resume: this equation's problems were drawn (with this same seed) by the stopped run
         request = Request(equation=record["equation"], context=tuple(context), given=record["equation"],
                           n=args.keep, seed=args.seed + args.skip + i, verify=args.verify, decoding="top_p",
                           top_p=args.top_p, temperature=1.0, max_new_tokens=args.max_new_tokens)
@@ -153,6 +156,16 @@ def _draw_accepted(args: argparse.Namespace, records: list[dict]) -> list[dict]:
         if (i + 1) % args.batch == 0 or i + 1 == len(records):
             _progress(args, i, len(records), out, start)
     return out
+
+
+def _drawn_before(args: argparse.Namespace) -> list[dict]:
+    """--resume: the candidates a stopped draw of the same arguments wrote (its file), else none."""
+    path = _candidates_file(args)
+    if not getattr(args, "resume", False) or not path.exists():
+        return []
+    drawn = blind_reading.rows(path)
+    print(f"resuming: {len({r['id'] for r in drawn})} equations already drawn in {path}", file=sys.stderr)
+    return drawn
 
 
 def _draw_gpt_pre(args: argparse.Namespace, records: list[dict]) -> list[dict]:
@@ -223,6 +236,8 @@ def _part_name(text: str) -> str:
 
 
 def draw(args: argparse.Namespace) -> Path:
+    if args.resume and not args.judge:
+        raise SystemExit("error: --resume continues a --judge draw (the batched draws seed a batch, not an equation)")
     records = _records(args)
     if args.judge:
         rows = _draw_accepted(args, records)
@@ -345,6 +360,9 @@ def main(argv=None) -> None:
     d.add_argument("--top-p", type=float, default=0.9)
     d.add_argument("--seed", type=int, default=SEED)
     d.add_argument("--max-new-tokens", type=int, default=80)
+    d.add_argument("--resume", action="store_true",
+                   help="with --judge: keep what a stopped draw of the same arguments wrote and draw the rest (each "
+                   "equation keeps its seed, so the result is the uninterrupted draw's)")
     d.add_argument("--part", type=_part_name,
                    help="a name for this part of a draw made in parts (its candidates file's suffix), e.g. `hard` "
                    "for --shapes '*' '/' with --keep 3 beside `easy` for --shapes + - with --keep 1")

@@ -175,3 +175,18 @@ def test_a_judged_draw_keeps_what_the_served_model_shows_first(tmp_path, monkeyp
         assert [r["generated"] for r in rows if r["id"] == record["id"]] == [p.masked_text for p in again
                                                                               if p.masked_text]
     assert (tmp_path / "set" / "candidates" / "ours-rft_train.csv").exists()
+    # A draw stopped after the first equation, resumed: the rest drawn with their own seeds, the same candidates.
+    stopped = [r for r in rows if r["id"] == "a"]
+    corpus.blind_reading.write_rows(corpus._candidates_file(args), stopped, corpus.CANDIDATE_COLUMNS)
+    args.resume = True
+    asked = []
+    answer = service.answer
+    monkeypatch.setattr(service, "answer", lambda request, i: asked.append(request.equation) or answer(request, i))
+    resumed = corpus._draw_accepted(args, records)
+    assert asked == ["x = num1 * num2"]  # only the equation the stopped draw had not reached
+    assert [(r["id"], r["generated"]) for r in resumed] == [(r["id"], r["generated"]) for r in rows]
+
+
+def test_resume_is_refused_for_a_batched_draw(tmp_path):
+    with pytest.raises(SystemExit, match="--resume continues a --judge draw"):
+        corpus.main(["draw", str(tmp_path), "--model", "gpt_pre", "--split", "train", "--resume"])
