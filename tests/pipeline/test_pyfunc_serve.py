@@ -227,3 +227,36 @@ def test_served_request_with_a_column_given_twice_is_refused():
         _rows(twice)
     assert _rows(pd.DataFrame({"equation": ["x = 12 - 5"], "context": ["apples"]})) == \
         [{"equation": "x = 12 - 5", "context": "apples"}]
+
+
+def test_mwpgens_own_server_answers_the_registered_model_and_stops_on_sigterm(registry, tmp_path):
+    """Issue S2 items 10, 13, 14 and 22, end to end: `python -m tracking.serve` (tracking/serve.py) loads the registered
+    model by alias, answers a good call as `mlflow models serve` does, every bad body of BAD with a 4xx in one line, a
+    key given twice, a 100,000-deep body and `params` with a 400; SIGTERM stops it with exit 130."""
+    import signal
+
+    port, log_path = free_port(), tmp_path / "serve.log"
+    url = f"http://127.0.0.1:{port}"
+    with open(log_path, "w") as log:
+        model = "models:/mwpgen-ours@arithmetic-fold0"
+        command = [sys.executable, "-m", "tracking.serve", "-m", model, "-p", str(port)]
+        process = subprocess.Popen(command, env={**registry["env"], "MWPGEN_DEVICE": "cpu"}, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_until_serving(f"{url}/ping", process, SERVER_START_S, log=log_path, what="python -m tracking.serve")
+            status, body = _post(f"{url}/invocations", _records(GOOD))
+            assert status == 200 and json.loads(body)["predictions"][0]["answer"] == "7", body
+            twice = b'{"dataframe_records": [{"equation": "x = 12 - 5", "context": "Joan", "n": 1, "n": 3}]}'
+            deep = b'{"inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+            for name, payload in {**BAD, "key twice": twice, "100,000 deep": deep}.items():
+                status, body = _post(f"{url}/invocations", payload)
+                message = json.loads(body)["message"]
+                assert 400 <= status < 500 and "\n" not in message and "Traceback" not in body, (name, body)
+                assert NAMED.get(name, "") in message, (name, body)
+            assert "key 'n' is given twice" in json.loads(_post(f"{url}/invocations", twice)[1])["message"]
+            status, body = _post(f"{url}/invocations", json.dumps({"inputs": [GOOD], "params": {"n": 1}}).encode())
+            assert status == 400 and json.loads(body)["message"].startswith("params are not read"), body
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 130
+        finally:
+            stop_group(process, timeout_s=10)
