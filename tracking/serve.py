@@ -189,10 +189,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def make_server(predict: Predict, host: str = "127.0.0.1", port: int = 5000) -> ThreadingHTTPServer:
+class Server(ThreadingHTTPServer):
+    request_queue_size = 128  # connections waiting to be accepted (socketserver: 5), for a burst of calls
+
+
+def make_server(predict: Predict, host: str = "127.0.0.1", port: int = 5000) -> Server:
     """A server (not yet serving: call serve_forever) answering calls with `predict`."""
     handler = type("ModelHandler", (Handler,), {"predict": staticmethod(predict)})
-    server = ThreadingHTTPServer((host, port), handler)
+    server = Server((host, port), handler)
     server.daemon_threads = True  # a call still running does not hold the process at shutdown
     return server
 

@@ -141,6 +141,28 @@ def test_no_length_a_body_too_big_or_sent_too_slowly_is_named(url, monkeypatch):
     assert answer.startswith("HTTP/1.0 408") and "not sent within" in answer
 
 
+def test_a_burst_of_50_calls_is_each_answered_200_or_503(model):
+    """50 connections at once: every call is answered, by the model or by its admission bound (503), never dropped,
+    and the server answers the next call."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    def slow(frame, params):  # a call that takes a while, so that the burst meets the admission bound
+        time.sleep(0.2)
+        return model.predict(None, frame, params)
+
+    server, url = _serving(slow)
+    body = json.dumps({"dataframe_records": [GOOD]})
+    try:
+        with ThreadPoolExecutor(50) as pool:
+            statuses = [status for status, _, _ in pool.map(lambda _: _post(url, body), range(50))]
+        assert set(statuses) <= {200, 503} and statuses.count(200) >= 1 and statuses.count(503) >= 1, statuses
+        assert _post(url, body)[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_busy_answer_says_when_to_retry_in_its_header():
     def full(frame, params):
         raise busy("busy: 4 calls are already in progress or waiting")
