@@ -32,7 +32,7 @@ import torch
 from mwpgen.config.schema import load_params
 from mwpgen.device import autocast_dtype
 from mwpgen.judge.choose import subsample
-from mwpgen.judge.readings import CHOOSING_SETS, readings
+from mwpgen.judge.readings import CHOOSING_SETS, ReadingSet, readings
 from mwpgen.judge.verdicts import gated_scores
 from studies.judge_finetune import candidates
 from studies.judge_finetune.figures import SHAPES, figures, paired_difference, shape
@@ -55,9 +55,24 @@ def parts(limit: int) -> tuple[list[dict], list[dict]]:
     return (train[:limit], validation[:limit]) if limit else (train, validation)
 
 
-def training_rows(args, params, train: list[dict]) -> list[dict]:
+def corpus_readings(name: str, held: list[dict]) -> list[dict]:
+    """The `train` readings of a reading corpus under data/labels that the judge is not fitted on (laid out as
+    mwpgen.judge.readings' CORPORA), but for texts already in `held`."""
+    corpus = ReadingSet(name, ("labels/batch_*.csv",), "key.csv", lambda row: row["split"], "id", ("split",))
+    seen = {(r["equation"], r["problem"]) for r in held}
+    rows = []
+    for r in corpus.read(ROOT):
+        if r["part"] == "train" and (r["equation"], r["problem"]) not in seen:
+            seen.add((r["equation"], r["problem"]))
+            rows.append(r)
+    return rows
+
+
+def training_rows(args, params, train: list[dict], validation: list[dict] = ()) -> list[dict]:
     """The training readings (a seeded, label-stratified `--max-train` of them, as judge.max_readings draws), plus
-    `--synthetic` synthetic readings (seeded) where asked."""
+    `--synthetic` synthetic readings (seeded) and the readings of each `--with-corpus` where asked."""
+    train = train + [r for name in getattr(args, "with_corpus", []) for r in
+                     corpus_readings(name, train + list(validation))]
     rows = subsample(train, args.max_train, params.experiment.seed)
     if getattr(args, "synthetic", 0):
         made = synthetic_readings(args.data, "arithmetic", 0, params.experiment.seed,
@@ -67,7 +82,7 @@ def training_rows(args, params, train: list[dict]) -> list[dict]:
 
 
 def name_of(args, layer: int | None = None) -> str:
-    n = f"n{args.max_train or 'all'}"
+    n = f"n{args.max_train or 'all'}" + "".join(f"+{c}" for c in getattr(args, "with_corpus", []))
     if args.step == "probe":
         return f"probe_L{layer}_{n}"
     synthetic = f"_synthetic{args.synthetic}" if args.synthetic else ""
@@ -99,7 +114,7 @@ def score(args) -> None:
         (args.cache / "cost.json").write_text(json.dumps({**cost, **where}, indent=1) + "\n", encoding="utf-8")
         print(cost)
         return
-    rows = training_rows(args, params, train)
+    rows = training_rows(args, params, train, validation)
     counts = {"n": len(rows), "right": sum(r["label"] for r in rows),
               "synthetic": sum(r.get("source") == "synthetic" for r in rows)}
     print(f"{args.step}: {counts} training rows, {len(validation)} validation", flush=True)
@@ -256,6 +271,9 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=3, help="cost: timings of each, the fastest kept")
     ap.add_argument("--max-train", type=int, default=0, help="a seeded sample of the training readings (0: all)")
     ap.add_argument("--synthetic", type=int, default=0, help="add this many synthetic readings (synthetic.py)")
+    ap.add_argument("--with-corpus", nargs="+", default=[], metavar="NAME",
+                    help="add the training readings of these corpora under data/labels that the judge is not fitted "
+                         "on (e.g. corpus_round4)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--lr", type=float, default=5e-5, help="the layers' rate; the head's is 10 times it")

@@ -80,3 +80,21 @@ def test_every_step_runs_on_a_tiny_model(tmp_path):
     assert "| candidate |" in (tmp_path / "results.md").read_text()
     with pytest.raises(ValueError):  # scores of other readings are not silently compared
         compare.table(argparse.Namespace(cache=cache, limit=30))
+
+
+def test_a_corpus_the_judge_is_not_fitted_on_adds_only_its_new_training_texts():
+    """--with-corpus corpus_round4: its read training problems, none already held (a text read in two sets counts
+    once), none of another part."""
+    from mwpgen.judge.readings import CHOOSING_SETS, readings
+
+    held = readings(compare.ROOT, CHOOSING_SETS)
+    train, validation = held["train"], held["validation"]
+    added = compare.corpus_readings("corpus_round4", train + validation)
+    texts = {(r["equation"], r["problem"]) for r in added}
+    assert added and len(texts) == len(added) and {r["part"] for r in added} == {"train"}
+    assert not texts & {(r["equation"], r["problem"]) for r in train + validation}
+    assert {r["source"] for r in added} == {"data/labels/corpus_round4"}
+    args = argparse.Namespace(with_corpus=["corpus_round4"], max_train=0, synthetic=0, step="probe")
+    params = argparse.Namespace(experiment=argparse.Namespace(seed=0))
+    assert len(compare.training_rows(args, params, train, validation)) == len(train) + len(added)
+    assert compare.name_of(args, 12) == "probe_L12_nall+corpus_round4"
