@@ -40,8 +40,12 @@ def download_model(uri: str, dst: Path) -> Path:
     from mlflow.artifacts import download_artifacts  # here: only a fetch pays for importing MLflow
     from mlflow.exceptions import MlflowException
 
+    from tracking.mlflow_uris import pointed_at
+
     try:
-        with _environment({PROGRESS_BAR_ENV: "false"} | {k: os.environ.get(k, v) for k, v in HTTP_DEFAULTS.items()}):
+        # pointed_at: resolving a models:/ URI reads MLflow's fluent registry URI, whatever registry_uri says
+        with pointed_at(store), _environment({PROGRESS_BAR_ENV: "false"} |
+                                             {k: os.environ.get(k, v) for k, v in HTTP_DEFAULTS.items()}):
             return Path(download_artifacts(artifact_uri=uri, dst_path=str(dst), tracking_uri=store,
                                            registry_uri=store))
     except (MlflowException, OSError) as e:

@@ -1,5 +1,6 @@
 """The trained ours as an MLflow pyfunc model: logged beside the run that trained it, registered as `mwpgen-ours`,
-served by `mlflow models serve -m models:/mwpgen-ours/<version> --env-manager local`.
+served by `python -m tracking.serve -m models:/mwpgen-ours/<version>` (tracking/serve.py: the same calls, with the
+HTTP layer's faults named) or `mlflow models serve -m models:/mwpgen-ours/<version> --env-manager local`.
 
     POST /invocations  {"dataframe_records": [{"equation": "x = 12 - 5", "context": "apples basket", "n": 2}]}
     -> {"predictions": [{"request": 0, "rank": 1, "text": "...", "verified": true, "parsed_equation": "...",
@@ -52,8 +53,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -67,6 +66,7 @@ from mlflow.types.schema import ColSpec, Map, Schema
 from mwpgen.generate.request import FIELDS, MAX_N, MAX_VERIFY, RequestError, parse_request
 from mwpgen.generate.served_name import MLFLOW_MODEL_NAME
 from mwpgen.paths import PROJECT_ROOT
+from tracking.mlflow_uris import pointed_at
 from tracking.runs import client, experiment_id, tracking_uri
 from tracking.served_errors import bad_request, busy, deadline_exceeded, generation_failed
 from tracking.served_input import EXAMPLE, request_rows
@@ -193,29 +193,8 @@ def log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name:
                    judge_dir: Path | None = None) -> dict:
     """Log the bundle (with the learned judge in `judge_dir`, if any) as a pyfunc model of run `run_id`, register it
     as `name`, alias the version `<dataset>-fold<k>` and tag the run with the model URI. Returns where it went."""
-    with _fluent_uris(tracking_uri()):
+    with pointed_at(tracking_uri()):
         return _log_ours_model(bundle_dir, run_id, dataset, fold, name, judge_dir)
-
-
-@contextmanager
-def _fluent_uris(uri: str) -> Iterator[None]:
-    """Model.log and registration read MLflow's process-wide URIs: point them at our store, then put them back.
-    MLflow's setters also write MLFLOW_TRACKING_URI / MLFLOW_REGISTRY_URI into os.environ, which tracking_uri()
-    reads: those are put back as they were too, or restoring a stale fluent URI would redirect every later client."""
-    before = mlflow.get_tracking_uri(), mlflow.get_registry_uri()
-    env_before = {k: os.environ.get(k) for k in ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")}
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    try:
-        yield
-    finally:
-        mlflow.set_tracking_uri(before[0])
-        mlflow.set_registry_uri(before[1])
-        for key, value in env_before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def _log_ours_model(bundle_dir: Path, run_id: str, dataset: str, fold: int, name: str,

@@ -205,14 +205,14 @@ def load_predict(uri: str) -> Predict:
     """The registered model's predict (the model fetched from the project's MLflow store)."""
     import mlflow.pyfunc
 
+    from tracking.mlflow_uris import pointed_at
     from tracking.model_store import check_reachable
     from tracking.runs import tracking_uri
 
     store = tracking_uri()
     check_reachable(store)
-    mlflow.set_tracking_uri(store)
-    mlflow.set_registry_uri(store)
-    model = mlflow.pyfunc.load_model(uri)
+    with pointed_at(store):  # resolving models:/ reads MLflow's fluent registry URI
+        model = mlflow.pyfunc.load_model(uri)
     return lambda frame, params: model.predict(frame, params=params)
 
 

@@ -3,8 +3,9 @@ says what happened (MLflow derives CLIENT_INTERNAL_ERROR for a 503, which reads 
 
 The scoring server turns an MlflowException from predict into its error code's HTTP status with the exception's
 JSON, after prefixing the message with a dump of the input DataFrame; OneLineError (through MlflowException's public
-`serialize_as_json`) answers with the one line. The server sets no headers from an exception, so a busy answer's
-"retry after" travels in the body (`retry_after_s`) and its message."""
+`serialize_as_json`) answers with the one line. MLflow's server sets no headers from an exception, so a busy
+answer's "retry after" travels in the body (`retry_after_s`) and its message; tracking/serve.py also sends it as
+`Retry-After`."""
 
 from __future__ import annotations
 
