@@ -37,13 +37,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pandas as pd
 
+from mwpgen.generate.cli_errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+from mwpgen.generate.request import DuplicateKey, read_json
 from tracking.served_errors import RETRY_AFTER_S, bad_request
 from tracking.served_input import EXAMPLE
 
 MAX_BODY_BYTES = 1 << 20  # 32 requests of a few fields each fit in a few kB
 READ_TIMEOUT_S = 30.0  # a client that has not sent its whole request by then is dropped (a slow-loris socket)
 FORMS = ("dataframe_records", "dataframe_split", "inputs", "instances")
-EXIT_BAD_INPUT, EXIT_INTERRUPTED = 2, 130
 
 # (DataFrame of requests, params or None) -> DataFrame of problems; raises MlflowException for an answered error
 Predict = Callable[[pd.DataFrame, "dict | None"], pd.DataFrame]
@@ -57,26 +58,20 @@ class CallError(Exception):
         self.status = status
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
-    seen: dict = {}
-    for key, value in pairs:
-        if key in seen:
-            raise CallError(400, f"key {key!r} is given twice in one JSON object; keep one")
-        seen[key] = value
-    return seen
-
-
 def parse_json(body: bytes) -> dict:
-    """The body as a JSON object; one CallError naming what is wrong (not UTF-8, the line and column of a syntax
-    error, a key given twice, nesting too deep)."""
+    """The body as a JSON object, read as a request file's line is (mwpgen.generate.request.read_json: a number too
+    long for any field stays text for its field's check); one CallError naming what is wrong (not UTF-8, the line
+    and column of a syntax error, a key given twice, nesting too deep)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CallError(400, f"the body is not UTF-8 (byte {e.start})") from None
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicate_keys)
+        value = read_json(text)
     except json.JSONDecodeError as e:
         raise CallError(400, f"the body is not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except DuplicateKey as e:
+        raise CallError(400, f"key {e.key!r} is given twice in one JSON object; keep one") from None
     except RecursionError:
         raise CallError(400, "the body's JSON is nested too deep to read; a call is a list of flat request "
                              f"records: {EXAMPLE}") from None
@@ -196,9 +191,7 @@ class Server(ThreadingHTTPServer):
 def make_server(predict: Predict, host: str = "127.0.0.1", port: int = 5000) -> Server:
     """A server (not yet serving: call serve_forever) answering calls with `predict`."""
     handler = type("ModelHandler", (Handler,), {"predict": staticmethod(predict)})
-    server = Server((host, port), handler)
-    server.daemon_threads = True  # a call still running does not hold the process at shutdown
-    return server
+    return Server((host, port), handler)
 
 
 def load_predict(uri: str) -> Predict:

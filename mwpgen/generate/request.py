@@ -367,7 +367,9 @@ def _csv_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
             yield where, record
 
 
-class _DuplicateKey(ValueError):
+class DuplicateKey(ValueError):
+    """A JSON object with a key given twice (`key`)."""
+
     def __init__(self, key: str):
         super().__init__(key)
         self.key = key
@@ -379,7 +381,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     record: dict = {}
     for key, value in pairs:
         if key in record:
-            raise _DuplicateKey(key)
+            raise DuplicateKey(key)
         record[key] = value
     return record
 
@@ -390,18 +392,25 @@ def _bounded_int(digits: str) -> int | str:
     return int(digits) if len(digits) <= MAX_NUMBER_TEXT else digits
 
 
+def read_json(text: str) -> Any:
+    """JSON holding requests (a request file's line, a served call's body). Raises json.JSONDecodeError,
+    DuplicateKey for a key given twice, and RecursionError for nesting deeper than the parser reads (one Python
+    call per bracket: 100,000 brackets exhaust the stack); each caller names where."""
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_int=_bounded_int)
+
+
 def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{path.name} line {i}"
         try:
-            record = json.loads(line, object_pairs_hook=_unique_keys, parse_int=_bounded_int)
+            record = read_json(line)
         except json.JSONDecodeError as e:
             raise RequestError("input", f"{where}: not JSON ({e.msg} at column {e.colno})") from None
-        except _DuplicateKey as e:
+        except DuplicateKey as e:
             raise RequestError("input", f"{where}: key {e.key!r} is given twice in one object; keep one") from None
-        except RecursionError:  # json nests one Python call per bracket: 100,000 brackets exhaust the stack
+        except RecursionError:
             raise RequestError("input", f"{where}: nested too deeply to read (a request is one flat object)") \
                 from None
         if not isinstance(record, dict):

@@ -103,6 +103,8 @@ def test_params_beside_the_records_are_refused(url):
     ('{"dataframe_records": [\n{"equation": }]}', "the body is not JSON: Expecting value at line 2, column 14"),
     (b'{"inputs": "\xff"}', "the body is not UTF-8 (byte 12)"),
     ('{"dataframe_records": [{"equation": "x = 12 -", "context": "Joan"}]}', "request 0: equation: expected a"),
+    # past int()'s 4,300 digits json.loads alone raises a ValueError naming nothing: read as text, the field names it
+    ('{"inputs": [{"equation": "x = 12 - 5", "context": "Joan", "seed": ' + "9" * 5000 + "}]}", "request 0: seed: "),
 ])
 def test_a_bad_body_gets_one_line_naming_its_fault(url, body, expected):
     status, message = _refused(url, body)
