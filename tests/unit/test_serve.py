@@ -10,6 +10,7 @@ import socket
 import threading
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 
@@ -25,18 +26,22 @@ def model(tmp_path_factory):
     return tiny_served_model(tmp_path_factory.mktemp("t"))
 
 
+@contextmanager
 def _serving(predict):
+    """The server's URL while it answers with `predict` on a free loopback port."""
     server = serve.make_server(predict, port=0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture(scope="module")
 def url(model):
-    server, url = _serving(lambda frame, params: model.predict(None, frame, params))
-    yield url
-    server.shutdown()
-    server.server_close()
+    with _serving(lambda frame, params: model.predict(None, frame, params)) as url:
+        yield url
 
 
 def _post(url: str, body: bytes | str, content_type: str = "application/json") -> tuple[int, dict, dict]:
@@ -116,10 +121,9 @@ def test_the_http_faults_are_named(url):
         415, "Content-Type 'text/plain': send application/json or text/csv")
     with urllib.request.urlopen(f"{url}/version", timeout=10) as r:
         assert r.read().decode().count(".") >= 1
-    try:
+    with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(f"{url}/predict", timeout=10)
-    except urllib.error.HTTPError as e:
-        assert e.code == 404 and "POST /invocations" in json.loads(e.read())["message"]
+    assert missing.value.code == 404 and "POST /invocations" in json.loads(missing.value.read())["message"]
 
 
 def _raw(url: str, request: bytes, wait_s: float = 10) -> str:
@@ -153,28 +157,20 @@ def test_a_burst_of_50_calls_is_each_answered_200_or_503(model):
         time.sleep(0.2)
         return model.predict(None, frame, params)
 
-    server, url = _serving(slow)
     body = json.dumps({"dataframe_records": [GOOD]})
-    try:
+    with _serving(slow) as url:
         with ThreadPoolExecutor(50) as pool:
             statuses = [status for status, _, _ in pool.map(lambda _: _post(url, body), range(50))]
         assert set(statuses) <= {200, 503} and statuses.count(200) >= 1 and statuses.count(503) >= 1, statuses
         assert _post(url, body)[0] == 200
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_busy_answer_says_when_to_retry_in_its_header():
     def full(frame, params):
         raise busy("busy: 4 calls are already in progress or waiting")
 
-    server, url = _serving(full)
-    try:
+    with _serving(full) as url:
         status, answer, headers = _post(url, json.dumps({"dataframe_records": [GOOD]}))
-    finally:
-        server.shutdown()
-        server.server_close()
     assert status == 503 and answer["error_class"] == "TEMPORARILY_UNAVAILABLE"
     assert headers["Retry-After"] == str(answer["retry_after_s"]) and answer["message"].endswith("retry in 5 s")
 
@@ -183,12 +179,8 @@ def test_a_bug_in_the_model_is_a_500_in_one_line():
     def broken(frame, params):
         raise KeyError("text")
 
-    server, url = _serving(broken)
-    try:
+    with _serving(broken) as url:
         status, message = _refused(url, json.dumps({"dataframe_records": [GOOD]}))
-    finally:
-        server.shutdown()
-        server.server_close()
     assert (status, message) == (500, "internal error: KeyError: 'text'")
 
 
