@@ -59,15 +59,15 @@ class CallError(Exception):
 
 
 def parse_json(body: bytes) -> dict:
-    """The body as a JSON object, read as a request file's line is (mwpgen.generate.request.read_json: a number too
-    long for any field stays text for its field's check); one CallError naming what is wrong (not UTF-8, the line
-    and column of a syntax error, a key given twice, nesting too deep)."""
+    """The body as a JSON object, read by mwpgen.generate.request.read_json as a request file's line is; one CallError
+    naming what is wrong (not UTF-8, the line and column of a syntax error, a key given twice, nesting too deep)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CallError(400, f"the body is not UTF-8 (byte {e.start})") from None
     try:
-        value = read_json(text)
+        # integers as MLflow's server reads them, up to what int() reads (longer ones stay text for the field's check)
+        value = read_json(text, max_int_chars=sys.get_int_max_str_digits() or len(text))
     except json.JSONDecodeError as e:
         raise CallError(400, f"the body is not JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
     except DuplicateKey as e:

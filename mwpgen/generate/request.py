@@ -386,17 +386,14 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     return record
 
 
-def _bounded_int(digits: str) -> int | str:
-    """json.loads' integer reader: a number too long for any field stays text, which the field's check refuses by
-    name (int() of over 4300 digits raises a ValueError that names nothing)."""
-    return int(digits) if len(digits) <= MAX_NUMBER_TEXT else digits
-
-
-def read_json(text: str) -> Any:
-    """JSON holding requests (a request file's line, a served call's body). Raises json.JSONDecodeError,
-    DuplicateKey for a key given twice, and RecursionError for nesting deeper than the parser reads (one Python
-    call per bracket: 100,000 brackets exhaust the stack); each caller names where."""
-    return json.loads(text, object_pairs_hook=_unique_keys, parse_int=_bounded_int)
+def read_json(text: str, max_int_chars: int = MAX_NUMBER_TEXT) -> Any:
+    """JSON holding requests (a request file's line, a served call's body). An integer longer than `max_int_chars`
+    stays text, which the field's check refuses by name (int() of over 4300 digits raises a ValueError that names
+    nothing). Raises json.JSONDecodeError, DuplicateKey for a key given twice, and RecursionError for nesting deeper
+    than the parser reads (one Python call per bracket: 100,000 brackets exhaust the stack); each caller names
+    where."""
+    return json.loads(text, object_pairs_hook=_unique_keys,
+                      parse_int=lambda digits: int(digits) if len(digits) <= max_int_chars else digits)
 
 
 def _jsonl_records(path: Path, text: str) -> Iterator[tuple[str, dict]]:
