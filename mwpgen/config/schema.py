@@ -302,14 +302,14 @@ class JudgeParams(Section):
                        "at most the backbone's depth.")
     l2: float = Field(100.0, gt=0, description="L2 penalty of the head's logistic regression on standardised hidden "
                       "states (100: studies/learned_judge).")
-    finetune_layers: int = Field(0, ge=0, description="Top decoder layers trained with the head on the training "
+    finetune_layers: int = Field(12, ge=0, description="Top decoder layers trained with the head on the training "
                                  "readings after the head is fitted (0: a probe on frozen states; at most layer).")
-    epochs: int = Field(2, ge=1, le=100, description="Passes over the training readings when fine-tuning.")
-    lr: float = Field(2e-5, gt=0, le=1, description="AdamW learning rate of the fine-tuned layers (the head's is "
+    epochs: int = Field(1, ge=1, le=100, description="Passes over the training readings when fine-tuning.")
+    lr: float = Field(1e-4, gt=0, le=1, description="AdamW learning rate of the fine-tuned layers (the head's is "
                       "10x).")
     batch_size: int = Field(16, ge=1, le=512, description="Readings per fine-tuning step and per forward pass that "
                             "reads hidden states.")
-    seeds: list[int] = Field([0], min_length=1, description="Fine-tuning seeds: one judge is trained per seed and "
+    seeds: list[int] = Field([0, 1], min_length=1, description="Fine-tuning seeds: one judge is trained per seed and "
                              "the one of best validation AUC kept (a probe alone is an exact fit: the first seed).")
     recall: float = Field(0.5, gt=0, le=1, description="The threshold: the highest that accepts this share of the "
                           "validation readings read right.")

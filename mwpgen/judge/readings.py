@@ -133,8 +133,16 @@ READ_MODELS = ("gpt_pre", "ours", "ablation", "noun", "eq_softmax", "no_context_
 # equations are fold 0's training equations, which a judge on fold 0 was fitted on, so it measures nothing here.
 # the sets drawn and read in the corpus's layout (studies/reading/corpus.py): candidates/ beside problems and key
 CORPORA = ("corpus", "corpus_round2", "corpus_round3")
+
+
+def corpus_set(name: str) -> ReadingSet:
+    """The readings of a set drawn and read in the corpus's layout under data/labels/<name> (one of CORPORA, or a
+    round read but not fitted on, as studies compare)."""
+    return ReadingSet(name, ("labels/batch_*.csv",), "key.csv", _split, "id", ("split",))
+
+
 SETS = (
-    *(ReadingSet(name, ("labels/batch_*.csv",), "key.csv", _split, "id", ("split",)) for name in CORPORA),
+    *(corpus_set(name) for name in CORPORA),
     # data/labels/judge: four readers a quarter each (labels_e.csv: the second reading of its overlap)
     ReadingSet("judge", ("labels_[abcd].csv",), "sources.csv", _part, "dataset_id", ("part",)),
     ReadingSet("verify_pools", ("labels_a.csv",), "key.csv", _split, "id", ("split",)),

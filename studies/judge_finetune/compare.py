@@ -32,7 +32,7 @@ import torch
 from mwpgen.config.schema import load_params
 from mwpgen.device import autocast_dtype
 from mwpgen.judge.choose import subsample
-from mwpgen.judge.readings import CHOOSING_SETS, ReadingSet, readings
+from mwpgen.judge.readings import CHOOSING_SETS, corpus_set, readings
 from mwpgen.judge.verdicts import gated_scores
 from studies.judge_finetune import candidates
 from studies.judge_finetune.figures import SHAPES, figures, paired_difference, shape
@@ -58,10 +58,9 @@ def parts(limit: int) -> tuple[list[dict], list[dict]]:
 def corpus_readings(name: str, held: list[dict]) -> list[dict]:
     """The `train` readings of a reading corpus under data/labels that the judge is not fitted on (laid out as
     mwpgen.judge.readings' CORPORA), but for texts already in `held`."""
-    corpus = ReadingSet(name, ("labels/batch_*.csv",), "key.csv", lambda row: row["split"], "id", ("split",))
     seen = {(r["equation"], r["problem"]) for r in held}
     rows = []
-    for r in corpus.read(ROOT):
+    for r in corpus_set(name).read(ROOT):
         if r["part"] == "train" and (r["equation"], r["problem"]) not in seen:
             seen.add((r["equation"], r["problem"]))
             rows.append(r)

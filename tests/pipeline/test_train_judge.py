@@ -57,6 +57,7 @@ def weak_rule(monkeypatch):
 
 
 def _run(judge: dict, dataset: str = "arithmetic") -> dict:
+    judge = {"finetune_layers": 0, **judge}  # a probe (an exact, seedless fit) unless a test fine-tunes
     params = validate_params({"train": {"device": "cpu", "mixed_precision": False}, "judge": judge})
     with disable_run_logger():
         return stage.train_judge.fn(params, dataset, 0)
