@@ -124,6 +124,14 @@ def score(out: Path) -> dict:
         lines.append(f"| {arm} | {100 * a['read_right']:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}] | "
                      f"{a['verified_right']} of {a['verified']} |")
     lines += ["", f"constrained − plain: {100 * d['mean']:+.0f} points [{100 * d['low']:+.0f}, {100 * d['high']:+.0f}]"]
+    shape = {r["id"]: r["shape"] for r in blind_reading.rows(out / "shown.csv")}
+    result["by_shape"] = {s: {"n": len(of), **{arm: int(matrix[of, j].sum()) for j, arm in enumerate(ARMS)}}
+                          for s in sorted(set(shape.values()))
+                          for of in [[k for k, i in enumerate(ids) if shape[i] == s]]}
+    lines += ["", "Read right by equation shape:", "", "| shape | equations | " + " | ".join(ARMS) + " |",
+              "|---|---:|" + "---:|" * len(ARMS)]
+    lines += [f"| {s} | {b['n']} | " + " | ".join(str(b[arm]) for arm in ARMS) + " |"
+              for s, b in result["by_shape"].items()]
     return blind_reading.write_report(out / "reading", result, lines)
 
 

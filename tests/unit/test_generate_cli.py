@@ -829,6 +829,9 @@ def test_the_surface_constraint_study_answers_each_request_both_ways_and_scores_
     result = json.loads((out / "reading" / "reading.json").read_text())
     assert result["n"] == 2 and result["constrained_minus_plain"]["mean"] == 0.0
     assert all(a["read_right"] == 1.0 for a in result["arms"].values())
+    by_shape = result["by_shape"]  # each equation counted once under its shape, each arm's right ones beside
+    assert sum(b["n"] for b in by_shape.values()) == 2 and all(b["plain"] == b["constrained"] == b["n"]
+                                                               for b in by_shape.values())
 
 
 @pytest.mark.parametrize("top_p, temperature", [(0.9, 1.0), (0.5, 0.7), (0.99, 1.3)])
