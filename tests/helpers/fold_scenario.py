@@ -56,7 +56,7 @@ def base_project(root: Path, remote: Path) -> Path:
     for kind in ("generator", "evaluator"):
         params["train"][kind].update(max_steps=30, batch_size=8, lr=3e-3, save_every=5)
     params["generate"].update(max_new_tokens=20, batch_size=8)
-    params["judge"].update(layer=1)  # the learned judge reads 1 of the tiny model's 2 layers
+    params["judge"].update(layer=1, finetune_layers=1)  # 1 of the tiny model's 2 layers, fine-tuned as by default
     # No tuning on readings: the same stage on one fold, run end to end by tests/pipeline/test_pipeline_models.py
     params["tuning"]["methods"] = []
     params["serve"]["model"] = "ours"

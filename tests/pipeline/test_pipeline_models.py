@@ -61,7 +61,7 @@ def project(tmp_path_factory, prefect_api):
                                       glove_path=str(dest / "no-glove.txt"), num_beams=2, max_len=30)
     params["ablation"].update(variants=["eq_softmax"], datasets=["arithmetic"], folds=[0])
     params["generate"].update(max_new_tokens=24, batch_size=4)
-    params["judge"].update(layer=1)  # of the tiny model's 2
+    params["judge"].update(layer=1, finetune_layers=1)  # of the tiny model's 2, fine-tuned as by default
     params["tuning"].update(methods=["dpo"], max_steps=2, batch_size=4)
     params["serve"].update(model="ours-dpo")  # served where tuned: the tuned model this run makes
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
