@@ -125,9 +125,11 @@ def score(out: Path) -> dict:
                      f"{a['verified_right']} of {a['verified']} |")
     lines += ["", f"constrained − plain: {100 * d['mean']:+.0f} points [{100 * d['low']:+.0f}, {100 * d['high']:+.0f}]"]
     shape = {r["id"]: r["shape"] for r in blind_reading.rows(out / "shown.csv")}
-    result["by_shape"] = {s: {"n": len(of), **{arm: int(matrix[of, j].sum()) for j, arm in enumerate(ARMS)}}
-                          for s in sorted(set(shape.values()))
-                          for of in [[k for k, i in enumerate(ids) if shape[i] == s]]}
+    result["by_shape"] = {}
+    for s in sorted(set(shape.values())):
+        rows_of = [k for k, i in enumerate(ids) if shape[i] == s]  # matrix rows of this shape's equations
+        right = {arm: int(matrix[rows_of, j].sum()) for j, arm in enumerate(ARMS)}
+        result["by_shape"][s] = {"n": len(rows_of), **right}
     lines += ["", "Read right by equation shape:", "", "| shape | equations | " + " | ".join(ARMS) + " |",
               "|---|---:|" + "---:|" * len(ARMS)]
     lines += [f"| {s} | {b['n']} | " + " | ".join(str(b[arm]) for arm in ARMS) + " |"
