@@ -364,6 +364,18 @@ def judge_note(measured: dict | None) -> str:
             f"{_share_against_readers(j.get('accepted'), test['consistent'], test['n'])}.")
 
 
+def _how_fitted(trained: dict) -> str:
+    """How train_judge fitted the judge of `trained` (metrics/judge_train): layers fine-tuned with the head, or a
+    probe on frozen states (older metrics have no finetune_layers)."""
+    layers = trained.get("finetune_layers") or 0
+    if not layers:
+        return "a linear head fitted on"
+    seed = f", seed {trained['seed']} of {len(trained['seed_auc'])} by validation AUC," if trained.get("seed_auc") \
+        else ""
+    which = "all of them" if layers == trained["layer"] else f"the top {layers} of them"
+    return f"{which} fine-tuned with a linear head{seed} on"
+
+
 def learned_judge_note(measured: dict | None, trained: dict | None, scores: Sequence[dict]) -> list[str]:
     """What the consistency (learned) column measures, when some of `scores` have it: the learned judge's threshold,
     its figures on the validation readings that chose it (in-sample) beside the rule's, and from the measure_judge
@@ -376,7 +388,7 @@ def learned_judge_note(measured: dict | None, trained: dict | None, scores: Sequ
         if versus.get("rule_recall") is not None and versus.get("rule_precision") is not None else ""
     gated = trained.get("gated_by_rule")
     text = (f"consistency (learned): the share of problems the learned judge accepts (mwpgen/judge/model.py, stage "
-            f"train_judge: {trained['backbone']} read to layer {trained['layer']}, a linear head fitted on "
+            f"train_judge: {trained['backbone']} read to layer {trained['layer']}, {_how_fitted(trained)} "
             f"{trained['readings']['train']['n']} blind readings of training-fold equations), only on folds where "
             f"train_judge adopted one (empty, not run, elsewhere; never averaged with the rule's column). It accepts "
             f"{'what the rule accepts (consistency (judged)) with ' if gated else ''}"

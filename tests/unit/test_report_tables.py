@@ -165,6 +165,21 @@ def test_the_judged_column_stays_the_rules_and_the_learned_judge_has_its_own():
     assert "precision 0.467 at recall 0.500" in four.tables[0].caption
 
 
+def test_the_learned_note_says_how_the_judge_was_fitted():
+    scored = [score("gpt_pre", 0.1, 0.2, consistency_learned=0.3)]
+
+    def learned(trained):
+        group = table2(scored, [], TABLE2_MODELS, ["arithmetic"], judge=MEASURED_JUDGE, base_model=BASE,
+                       trained_judge=trained)
+        return _note(group, "consistency (learned)")
+    assert "read to layer 12, a linear head fitted on 807 blind readings" in learned(TRAINED_JUDGE)  # a probe
+    tuned = {**TRAINED_JUDGE, "finetune_layers": 12, "seed": 1, "seed_auc": {"0": 0.86, "1": 0.862}}
+    assert ("read to layer 12, all of them fine-tuned with a linear head, seed 1 of 2 by validation AUC, on 807 "
+            "blind readings") in learned(tuned)
+    assert "the top 4 of them fine-tuned with a linear head on 807" in learned(
+        {**TRAINED_JUDGE, "finetune_layers": 4, "seed": None, "seed_auc": {}})
+
+
 def test_the_overstates_sentence_follows_the_figures():
     fewer = {**MEASURED_JUDGE, "test": {**MEASURED_JUDGE["test"],
                                         "judge": {**MEASURED_JUDGE["test"]["judge"], "accepted": 30}}}
