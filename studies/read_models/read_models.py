@@ -10,8 +10,9 @@ equation more often than the other, as readers judge it?
         data/labels/read_models/ablation --n 40 --report data/labels/read_models/ablation/cross
         (then, read: cross-score with the same arguments)
 
-`pool --out <fold 0's set> <fold 1's set> ... --report <folder>`: ours minus GPT-pre read right on each fold's set
-and pooled over the folds (the mean of the folds' differences, a bootstrap stratified by fold). The sets of folds
+`pool --out <fold 0's sets> <fold 1's set> ... --report <folder>`: ours minus GPT-pre read right on each fold and
+pooled over the folds (the mean of the folds' differences, a bootstrap stratified by fold); sets of the same draw
+are one fold's (fold 0's GPT-pre and ours were read in sets of their own). The sets of folds
 1-4 live in data/labels/read_folds/, not among the judge's reading sets (mwpgen/judge/readings.py): their equations
 are fold 0's training equations, which the learned judge was fitted on.
 
@@ -132,28 +133,35 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
 
 
 def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str = "ours") -> dict:
-    """`model` minus `baseline` read right on each fold's set (`outs`: one set per fold, each with both models'
-    problems for its drawn test problems) and pooled over the folds: the mean of the per-fold differences (each fold
-    weighs the same, as Table 2's deltas do), its 95% interval from a bootstrap stratified by fold (each resample
-    draws every fold's problems with replacement, the same problems for both models)."""
+    """`model` minus `baseline` read right on each fold's sets and pooled over the folds: the mean of the per-fold
+    differences (each fold weighs the same, as Table 2's deltas do), its 95% interval from a bootstrap stratified by
+    fold (each resample draws every fold's problems with replacement, the same problems for both models). A fold is
+    one set with both models' problems, or several sets of the same draw (fold 0's models were read in sets of their
+    own), grouped by the dataset, fold and test problems their drawn.json names."""
     rng = np.random.default_rng(blind_reading.SEED)
     folds, diffs, boots = [], [], []
-    for out in outs:
-        drawn = json.loads((out / "drawn.json").read_text(encoding="utf-8"))
-        missing = {baseline, model} - set(drawn["models"])
+    for sets in _sets_by_fold(outs):
+        read, overlap, agree = {}, 0, 0
+        for out in sets:
+            key, first, second = blind_reading.labels(out)
+            for r in key:
+                if r["model"] in (baseline, model) and (r["model"], r["id"]) in read:
+                    raise SystemExit(f"{out}: {r['model']} was read in another set of this fold too; pass one of them")
+                read[(r["model"], r["id"])] = first[r["uid"]]
+            overlap, agree = overlap + len(second), agree + sum(first[u] == y for u, y in second.items())
+        drawn = json.loads((sets[0] / "drawn.json").read_text(encoding="utf-8"))
+        missing = {baseline, model} - {m for m, _ in read}
         if missing:
-            raise SystemExit(f"{out}: no problems of {', '.join(sorted(missing))} in this set")
-        key, first, second = blind_reading.labels(out)
-        read = {(r["model"], r["id"]): first[r["uid"]] for r in key}
+            raise SystemExit(f"{', '.join(map(str, sets))}: no problems of {', '.join(sorted(missing))} in this fold's "
+                             "sets")
         matrix = np.array([[read[(m, i)] for m in (baseline, model)] for i in drawn["ids"]], dtype=float)
         boot = matrix[rng.integers(0, len(matrix), size=(RESAMPLES, len(matrix)))].mean(axis=1)
         diff = boot[:, 1] - boot[:, 0]
-        agree = sum(first[u] == y for u, y in second.items())
-        folds.append({"set": str(out), "dataset": drawn["dataset"], "fold": drawn["fold"], "test_problems": len(matrix),
-                      baseline: float(matrix[:, 0].mean()), model: float(matrix[:, 1].mean()),
-                      "difference": float(matrix[:, 1].mean() - matrix[:, 0].mean()),
+        folds.append({"sets": [str(out) for out in sets], "dataset": drawn["dataset"], "fold": drawn["fold"],
+                      "test_problems": len(matrix), baseline: float(matrix[:, 0].mean()),
+                      model: float(matrix[:, 1].mean()), "difference": float(matrix[:, 1].mean() - matrix[:, 0].mean()),
                       "low": float(np.percentile(diff, 2.5)), "high": float(np.percentile(diff, 97.5)),
-                      "overlap": len(second), "overlap_agree": agree})
+                      "overlap": overlap, "overlap_agree": agree})
         diffs.append(folds[-1]["difference"])
         boots.append(diff)
     pooled = np.mean(boots, axis=0)
@@ -176,6 +184,22 @@ def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str =
                  f"**{100 * p['difference']:+.0f} [{100 * p['low']:+.0f}, {100 * p['high']:+.0f}]** | |")
     report.mkdir(parents=True, exist_ok=True)
     return blind_reading.write_report(report, result, lines)
+
+
+def _sets_by_fold(outs: list[Path]) -> list[list[Path]]:
+    """The sets grouped by the fold they read, in the order first given; sets of one fold must have read the same
+    drawn test problems (else their models cannot be paired)."""
+    groups: dict[tuple, list[Path]] = {}
+    for out in outs:
+        drawn = json.loads((out / "drawn.json").read_text(encoding="utf-8"))
+        fold = (drawn["dataset"], drawn["fold"])
+        if fold in groups:
+            first = json.loads((groups[fold][0] / "drawn.json").read_text(encoding="utf-8"))
+            if first["ids"] != drawn["ids"]:
+                raise SystemExit(f"{groups[fold][0]} and {out}: two sets of {fold[0]} fold {fold[1]} read different "
+                                 "test problems; they cannot be paired")
+        groups.setdefault(fold, []).append(out)
+    return list(groups.values())
 
 
 CROSS_SEED = 7

@@ -136,8 +136,24 @@ def test_the_claim_is_pooled_over_folds_each_fold_weighing_the_same(tmp_path):
     assert pooled["difference"] == pytest.approx((one["difference"] + two["difference"]) / 2)
     assert pooled["low"] <= pooled["difference"] <= pooled["high"] and pooled["test_problems"] == 42
     assert "| pooled (2 folds) | 42 | 50 % | 100 % | **+50 [" in (tmp_path / "pooled" / "reading.md").read_text()
-    with pytest.raises(SystemExit, match="fold1: no problems of gpt in this set"):
+    with pytest.raises(SystemExit, match="fold1: no problems of gpt in this fold's sets"):
         read_models.pool([tmp_path / "read_folds" / "fold1"], tmp_path / "again", model="ours", baseline="gpt")
+
+    # a fold whose models were read in sets of their own (the same draw) is one fold, paired as if read together
+    for m in ("gpt_pre", "ours"):
+        out = tmp_path / "apart" / m
+        read_models.build([m], 30, "arithmetic", 1, out, root=tmp_path)
+        rows = list(csv.DictReader((out / "problems.csv").read_text(encoding="utf-8").splitlines()))
+        _csv(out / "labels_a.csv", [{"uid": p["uid"], "label": _read_right(p["problem"])} for p in rows])
+    apart = read_models.pool([tmp_path / "apart" / "gpt_pre", tmp_path / "read_folds" / "fold2",
+                              tmp_path / "apart" / "ours"], tmp_path / "pooled_apart")
+    assert [f["fold"] for f in apart["folds"]] == [1, 2] and len(apart["folds"][0]["sets"]) == 2
+    assert apart["pooled"] == pooled
+    with pytest.raises(SystemExit, match="ours was read in another set of this fold too"):
+        read_models.pool([tmp_path / "read_folds" / "fold1", tmp_path / "apart" / "ours"], tmp_path / "twice")
+    read_models.build(["ours"], 12, "arithmetic", 1, tmp_path / "fewer", root=tmp_path)
+    with pytest.raises(SystemExit, match="read different test problems"):
+        read_models.pool([tmp_path / "read_folds" / "fold1", tmp_path / "fewer"], tmp_path / "unpaired")
 
 
 def test_pool_rankings_show_what_each_puts_first():
