@@ -140,7 +140,7 @@ def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str =
     own), grouped by the dataset, fold and test problems their drawn.json names."""
     rng = np.random.default_rng(blind_reading.SEED)
     folds, diffs, boots = [], [], []
-    for sets in _sets_by_fold(outs):
+    for drawn, sets in _sets_by_fold(outs):
         read, overlap, agree = {}, 0, 0
         for out in sets:
             key, first, second = blind_reading.labels(out)
@@ -149,7 +149,6 @@ def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str =
                     raise SystemExit(f"{out}: {r['model']} was read in another set of this fold too; pass one of them")
                 read[(r["model"], r["id"])] = first[r["uid"]]
             overlap, agree = overlap + len(second), agree + sum(first[u] == y for u, y in second.items())
-        drawn = json.loads((sets[0] / "drawn.json").read_text(encoding="utf-8"))
         missing = {baseline, model} - {m for m, _ in read}
         if missing:
             raise SystemExit(f"{', '.join(map(str, sets))}: no problems of {', '.join(sorted(missing))} in this fold's "
@@ -186,19 +185,17 @@ def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str =
     return blind_reading.write_report(report, result, lines)
 
 
-def _sets_by_fold(outs: list[Path]) -> list[list[Path]]:
-    """The sets grouped by the fold they read, in the order first given; sets of one fold must have read the same
-    drawn test problems (else their models cannot be paired)."""
-    groups: dict[tuple, list[Path]] = {}
+def _sets_by_fold(outs: list[Path]) -> list[tuple[dict, list[Path]]]:
+    """(the fold's drawn.json, its sets) for each fold the sets read, in the order first given; sets of one fold must
+    have read the same drawn test problems (else their models cannot be paired)."""
+    groups: dict[tuple, tuple[dict, list[Path]]] = {}
     for out in outs:
         drawn = json.loads((out / "drawn.json").read_text(encoding="utf-8"))
-        fold = (drawn["dataset"], drawn["fold"])
-        if fold in groups:
-            first = json.loads((groups[fold][0] / "drawn.json").read_text(encoding="utf-8"))
-            if first["ids"] != drawn["ids"]:
-                raise SystemExit(f"{groups[fold][0]} and {out}: two sets of {fold[0]} fold {fold[1]} read different "
-                                 "test problems; they cannot be paired")
-        groups.setdefault(fold, []).append(out)
+        first, sets = groups.setdefault((drawn["dataset"], drawn["fold"]), (drawn, []))
+        if first["ids"] != drawn["ids"]:
+            raise SystemExit(f"{sets[0]} and {out}: two sets of {drawn['dataset']} fold {drawn['fold']} read different "
+                             "test problems; they cannot be paired")
+        sets.append(out)
     return list(groups.values())
 
 
