@@ -10,7 +10,8 @@ docs/mlflow_ui/:
   compare.png       MLflow's Compare of two fold runs of the pipeline run (default GPT-pre and ours): their names
                     say model, dataset and fold, and the metrics they share line up;
   val_loss.png      the metric page charting `val_loss` by step for every fold run of the pipeline run that has it;
-  folds.png         (only where the pipeline ran several folds) the runs table searched for one model's fold runs.
+  folds.png         (only where the store holds several folds of the model, e.g. one pipeline run per fold of the
+                    folds profile) the runs table searched for that model's fold runs on the dataset, side by side.
 The pipeline run is the newest top-level run named `pipeline · …` that finished, unless `--pipeline` names one.
 Needs Debian's `chromium` (`apt-get install chromium`); not part of the test suite. Nothing leaves the machine: the
 server listens on 127.0.0.1 and Chromium's background networking is off.
@@ -89,6 +90,7 @@ def main() -> None:
     cli.add_argument("--compare", nargs=2, default=["gpt_pre", "ours"], metavar="MODEL")
     cli.add_argument("--dataset", default="arithmetic")
     cli.add_argument("--fold", default="0")
+    cli.add_argument("--folds-model", default="ours", help="the model whose fold runs folds.png shows side by side")
     cli.add_argument("--out-dir", type=Path, default=ROOT / "docs" / "mlflow_ui")
     cli.add_argument("--budget-ms", type=int, default=25000, help="Chromium's virtual time budget for the page's JS")
     cli.add_argument("--size", default="1600,1000")
@@ -127,9 +129,13 @@ def main() -> None:
                 "val_loss.png": (f"{base}/#/metric/val_loss?runs={q(curves)}&metric={q('val_loss')}"
                                  f"&experiments={q([exp])}&plot_metric_keys={q(['val_loss'])}&x_axis=step"),
             }
-            if len({r.data.tags["mwpgen.fold"] for r in runs}) > 1:
-                search = f"tags.`mwpgen.model` = '{args.compare[1]}' and tags.`mwpgen.fold` != ''"
+            # the folds profile runs a pipeline per fold: the model's fold runs are searched across the experiment
+            search = (f"tags.`mwpgen.model` = '{args.folds_model}' and tags.`mwpgen.dataset` = '{args.dataset}' "
+                      "and tags.`mwpgen.fold` != ''")
+            folds = {r.data.tags["mwpgen.fold"] for r in c.search_runs([exp], search, max_results=500)}
+            if len(folds) > 1:
                 pages["folds.png"] = f"{ui_url(base, c)}&searchFilter={urllib.parse.quote(search)}"
+            print(f"{args.folds_model} on {args.dataset}: fold runs of folds {sorted(folds)}")
             try:
                 wait_until_serving(base + "/", server, 180, what="mlflow server")
             except ServerNotServing as e:
