@@ -176,13 +176,19 @@ def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str =
              "|---|---:|---:|---:|---:|---:|"]
     for f in folds:
         lines.append(f"| {f['dataset']} {f['fold']} | {f['test_problems']} | {pct(f[baseline])} % | {pct(f[model])} % "
-                     f"| {100 * f['difference']:+.0f} [{100 * f['low']:+.0f}, {100 * f['high']:+.0f}] | "
+                     f"| {points(f['difference'])} [{points(f['low'])}, {points(f['high'])}] | "
                      f"{f['overlap_agree']} of {f['overlap']} |")
     p = result["pooled"]
     lines.append(f"| pooled ({p['folds']} folds) | {p['test_problems']} | {pct(p[baseline])} % | {pct(p[model])} % | "
-                 f"**{100 * p['difference']:+.0f} [{100 * p['low']:+.0f}, {100 * p['high']:+.0f}]** | |")
+                 f"**{points(p['difference'])} [{points(p['low'])}, {points(p['high'])}]** | |")
     report.mkdir(parents=True, exist_ok=True)
     return blind_reading.write_report(report, result, lines)
+
+
+def points(share: float) -> str:
+    """A difference of shares in signed whole points, rounded before the sign is written: a bootstrap bound of -1e-17
+    (floating point) reads +0, not -0."""
+    return f"{round(100 * share):+d}"
 
 
 def _sets_by_fold(outs: list[Path]) -> list[tuple[dict, list[Path]]]:

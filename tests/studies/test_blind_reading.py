@@ -156,6 +156,10 @@ def test_the_claim_is_pooled_over_folds_each_fold_weighing_the_same(tmp_path):
         read_models.pool([tmp_path / "read_folds" / "fold1", tmp_path / "fewer"], tmp_path / "unpaired")
 
 
+def test_a_pooled_bound_a_rounding_error_below_zero_reads_plus_zero():
+    assert [read_models.points(x) for x in (-9.25e-18, 0.12, -0.05, 0.1166)] == ["+0", "+12", "-5", "+12"]
+
+
 def test_pool_rankings_show_what_each_puts_first():
     def cand(sample, read, co, evaluator, firmness):
         return {"sample": str(sample), "read": read, "co_verified": str(co), "evaluator_judged": str(evaluator),
