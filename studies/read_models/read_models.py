@@ -53,8 +53,12 @@ RESAMPLES = 1000
 
 def build(models: list[str], n: int, dataset: str, fold: int, out: Path, root: Path = ROOT) -> None:
     blind_reading.refuse_if_read(out)  # before anything is read: a read set is never drawn again
-    generated = {m: {r["id"]: r for r in blind_reading.rows(root / "results" / "generations" / m / dataset /
-                                                             f"fold{fold}.csv")} for m in models}
+    files = {m: root / "results" / "generations" / m / dataset / f"fold{fold}.csv" for m in models}
+    missing = [f"{m} ({path.relative_to(root)})" for m, path in files.items() if not path.is_file()]
+    if missing:  # e.g. a fold whose generate stages have not all run yet
+        raise SystemExit(f"error: no generated problems of {', '.join(missing)}: run {dataset} fold {fold}'s "
+                         "generate stages first (or `python -m orchestration.archive pull`)")
+    generated = {m: {r["id"]: r for r in blind_reading.rows(path)} for m, path in files.items()}
     ids = sorted(set.intersection(*(set(g) for g in generated.values())))
     drawn = sorted(random.Random(blind_reading.SEED).sample(ids, min(n, len(ids))))
     shown = [{"model": m, "id": i, "equation": generated[m][i]["equation"], "generated": generated[m][i]["generated"]}
