@@ -676,4 +676,6 @@ def folds_table(scores: Sequence[dict], machines: dict[tuple[str, str, int], dic
     return TableGroup("Table 2 by fold", tables, [
         "Table 2's cells are the mean ± population std of these rows. Results of one CPU kind are bit for bit the "
         "same when retrained there; AVX512-BF16 trains in bf16 autocast, AVX2-only in fp32, so the two round "
-        "differently (README says by how much where it was measured)."])
+        "differently (README says by how much where it was measured). A commit marked (dirty) trained with tracked "
+        "files changed from it: a profile run's params.yaml counts (MLflow's run tag mwpgen.git_dirty_paths names "
+        "them)."])
