@@ -136,6 +136,12 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
     return blind_reading.write_report(out, result, lines)
 
 
+def _paired_differences(matrix: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Bootstrap resamples of column 1's mean minus column 0's, the same rows (test problems) for both."""
+    boot = matrix[rng.integers(0, len(matrix), size=(RESAMPLES, len(matrix)))].mean(axis=1)
+    return boot[:, 1] - boot[:, 0]
+
+
 def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str = "ours") -> dict:
     """`model` minus `baseline` read right on each fold's sets and pooled over the folds: the mean of the per-fold
     differences (each fold weighs the same, as Table 2's deltas do), its 95% interval from a bootstrap stratified by
@@ -158,15 +164,14 @@ def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str =
             raise SystemExit(f"{', '.join(map(str, sets))}: no problems of {', '.join(sorted(missing))} in this fold's "
                              "sets")
         matrix = np.array([[read[(m, i)] for m in (baseline, model)] for i in drawn["ids"]], dtype=float)
-        boot = matrix[rng.integers(0, len(matrix), size=(RESAMPLES, len(matrix)))].mean(axis=1)
-        diff = boot[:, 1] - boot[:, 0]
+        diff = _paired_differences(matrix, np.random.default_rng(blind_reading.SEED))  # `score`'s interval
+        boots.append(_paired_differences(matrix, rng))  # the folds' resamples independent of each other
         folds.append({"sets": [str(out) for out in sets], "dataset": drawn["dataset"], "fold": drawn["fold"],
                       "test_problems": len(matrix), baseline: float(matrix[:, 0].mean()),
                       model: float(matrix[:, 1].mean()), "difference": float(matrix[:, 1].mean() - matrix[:, 0].mean()),
                       "low": float(np.percentile(diff, 2.5)), "high": float(np.percentile(diff, 97.5)),
                       "overlap": overlap, "overlap_agree": agree})
         diffs.append(folds[-1]["difference"])
-        boots.append(diff)
     pooled = np.mean(boots, axis=0)
     result = {"baseline": baseline, "model": model, "folds": folds,
               "pooled": {"folds": len(folds), "test_problems": sum(f["test_problems"] for f in folds),

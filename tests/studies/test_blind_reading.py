@@ -136,6 +136,13 @@ def test_the_claim_is_pooled_over_folds_each_fold_weighing_the_same(tmp_path):
     assert pooled["difference"] == pytest.approx((one["difference"] + two["difference"]) / 2)
     assert pooled["low"] <= pooled["difference"] <= pooled["high"] and pooled["test_problems"] == 42
     assert "| pooled (2 folds) | 42 | 50 % | 100 % | **+50 [" in (tmp_path / "pooled" / "reading.md").read_text()
+    # a fold's own interval is `score`'s: it does not hang on which folds are pooled beside it, or in what order
+    alone = read_models.pool([tmp_path / "read_folds" / "fold2"], tmp_path / "alone")["folds"][0]
+    swapped = read_models.pool([tmp_path / "read_folds" / "fold2", tmp_path / "read_folds" / "fold1"],
+                               tmp_path / "swapped")
+    assert (alone["low"], alone["high"]) == (two["low"], two["high"]) == (swapped["folds"][0]["low"],
+                                                                         swapped["folds"][0]["high"])
+    assert alone["low"] < alone["high"]
     with pytest.raises(SystemExit, match=r"no generated problems of gpt \(results/generations/gpt/arithmetic/"
                        r"fold1.csv\): run arithmetic fold 1's generate stages first"):
         read_models.build(["gpt_pre", "gpt"], 10, "arithmetic", 1, tmp_path / "not_yet", root=tmp_path)
