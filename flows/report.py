@@ -198,8 +198,11 @@ def report(params: Params) -> dict:
     machines = {(p.model, p.dataset, p.fold): train_metrics[p.name].get("machine") for p in trained_paths
                 if p.name in train_metrics}  # where each model was trained (flows.common.write_metrics)
     evaluator = {(d, k): train_metrics[fold_paths(registry.EVALUATOR.name, d, k).name] for d, k in runs}
+    # the training sizes say when ACC-eq's instrument read another share of the fold than the generators did
+    generator = {(d, k): train_metrics.get(fold_paths(BASELINE, d, k).name, {}) for d, k in runs}
     oracle = [{"model": registry.EVALUATOR.name, "dataset": d, "fold": k,
-               **{key: m[key] for key in (*REFERENCE_METRICS, "chance_equation") if key in m}}
+               **{key: m[key] for key in (*REFERENCE_METRICS, "chance_equation", "n_train") if key in m},
+               **({"generator_n_train": generator[(d, k)]["n_train"]} if "n_train" in generator[(d, k)] else {})}
               for (d, k), m in evaluator.items()]
     # Per-problem records for the paired comparisons with GPT-pre (Table 2) and the full model (Table 4), also on the
     # ablation folds where they have run.

@@ -469,6 +469,20 @@ def _reference_rows(refs: Samples, dataset: str) -> list[tuple[str, list[str]]]:
     return [row for row, values in rows if any(values.values())]  # no evaluator run: no reference rows
 
 
+def _instrument_caption(oracle: Sequence[dict], dataset: str) -> str:
+    """" ACC-eq is read by an evaluator trained on 6,000 ...": said where the evaluator (ACC-eq's instrument) trained
+    on another number of training problems than GPT-pre did on some fold of `dataset`; else ""."""
+    runs = [o for o in oracle if o.get("dataset") == dataset and "n_train" in o and "generator_n_train" in o]
+    if all(o["n_train"] == o["generator_n_train"] for o in runs):
+        return ""
+
+    def sizes(key: str) -> str:
+        values = sorted({int(o[key]) for o in runs})
+        return f"{values[0]:,}" if len(values) == 1 else f"{values[0]:,}-{values[-1]:,}"
+    return (f" ACC-eq here is read by an evaluator trained on {sizes('n_train')} training problems a fold, the "
+            f"generators on {sizes('generator_n_train')}: read each ACC-eq against the oracle row, its ceiling.")
+
+
 def _not_run_notes(models: Sequence[str], ran: Sequence[str], skipped: dict[str, str], dataset: str,
                    base_model: str) -> list[str]:
     """One short note per model that did not run on `dataset` (why: under the group's notes), with what the paper
@@ -511,7 +525,8 @@ def table2(scores: list[dict], oracle: list[dict], models: Sequence[str], datase
                             paper.TABLE2.get(PAPER_KEY.get(m, ""), {}).get(d, {})) for m in ran]
         caption = (f"{d}: our runs ({_run_caption(samples, ran, d)}; GPT, GPT-pre and ours are "
                    f"{base_model_name(base_model)}) beside the paper's 5-fold averages (GPT-2)."
-                   + judged_caption([s for s in scores if s.get("dataset") == d], trained_judge, judge))
+                   + judged_caption([s for s in scores if s.get("dataset") == d], trained_judge, judge)
+                   + _instrument_caption(oracle, d))
         tables.append(Table(f"Table 2 ({d}): language quality and equation accuracy", caption, _table2_columns(),
                             rows + _reference_rows(refs, d), _not_run_notes(here, ran, skipped, d, base_model)))
         compared = [m for m in ran if m != BASELINE]

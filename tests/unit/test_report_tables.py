@@ -91,6 +91,16 @@ def test_table2_is_one_table_per_dataset_and_one_of_differences_per_dataset():
     assert "fold 0, 298 test problems per fold" in main.caption and "SmolLM2-135M" in main.caption
 
 
+def test_a_table_says_when_its_evaluator_read_more_of_the_fold_than_the_generators():
+    oracle = [{**ORACLE[0], "n_train": 1088, "generator_n_train": 1088},
+              {**ORACLE[0], "dataset": "mawps", "n_train": 6000, "generator_n_train": 900}]
+    group = table2(every_model_scored(), oracle, TABLE2_MODELS, DATASETS, base_model=BASE)
+    said = "ACC-eq here is read by an evaluator trained on 6,000 training problems a fold, the generators on 900"
+    assert said in group.table("Table 2 (mawps): language").caption
+    assert "ACC-eq here is read" not in group.table("Table 2 (arithmetic): language").caption
+    assert "ACC-eq here is read" not in full_table2().table("Table 2 (mawps): language").caption  # sizes unknown
+
+
 def test_the_differences_from_gpt_pre_carry_their_95_percent_intervals():
     delta = full_table2().table("Table 2 (mawps): difference").cells()
     assert GPT_PRE not in delta  # the baseline is not compared with itself
