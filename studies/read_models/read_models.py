@@ -68,6 +68,12 @@ def build(models: list[str], n: int, dataset: str, fold: int, out: Path, root: P
                                                indent=1) + "\n", encoding="utf-8")
 
 
+def _bootstrap_means(matrix: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each column's mean over bootstrap resamples of the rows (test problems), the same rows for every column
+    (paired): resample x column."""
+    return matrix[rng.integers(0, len(matrix), size=(RESAMPLES, len(matrix)))].mean(axis=1)
+
+
 def _verdicts(model: str, dataset: str, fold: int, root: Path) -> dict[str, dict]:
     path = root / "results" / "predictions" / model / dataset / f"fold{fold}.jsonl"
     if not path.exists():
@@ -97,8 +103,7 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
     out = report or (outs[0] if len(outs) == 1 else Path(os.path.commonpath(outs)))
     out.mkdir(parents=True, exist_ok=True)
     matrix = np.array([[read[(m, i)] for m in models] for i in ids], dtype=float)  # test problem x model
-    rng = np.random.default_rng(blind_reading.SEED)
-    boot = matrix[rng.integers(0, len(ids), size=(RESAMPLES, len(ids)))].mean(axis=1)  # resample x model
+    boot = _bootstrap_means(matrix, np.random.default_rng(blind_reading.SEED))  # resample x model
     per_model = {}
     for j, m in enumerate(models):
         verdicts = _verdicts(m, drawn["dataset"], drawn["fold"], root)
@@ -136,12 +141,6 @@ def score(outs: list[Path], root: Path = ROOT, report: Path | None = None, basel
     return blind_reading.write_report(out, result, lines)
 
 
-def _paired_differences(matrix: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Bootstrap resamples of column 1's mean minus column 0's, the same rows (test problems) for both."""
-    boot = matrix[rng.integers(0, len(matrix), size=(RESAMPLES, len(matrix)))].mean(axis=1)
-    return boot[:, 1] - boot[:, 0]
-
-
 def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str = "ours") -> dict:
     """`model` minus `baseline` read right on each fold's sets and pooled over the folds: the mean of the per-fold
     differences (each fold weighs the same, as Table 2's deltas do), its 95% interval from a bootstrap stratified by
@@ -164,8 +163,10 @@ def pool(outs: list[Path], report: Path, baseline: str = "gpt_pre", model: str =
             raise SystemExit(f"{', '.join(map(str, sets))}: no problems of {', '.join(sorted(missing))} in this fold's "
                              "sets")
         matrix = np.array([[read[(m, i)] for m in (baseline, model)] for i in drawn["ids"]], dtype=float)
-        diff = _paired_differences(matrix, np.random.default_rng(blind_reading.SEED))  # `score`'s interval
-        boots.append(_paired_differences(matrix, rng))  # the folds' resamples independent of each other
+        own = _bootstrap_means(matrix, np.random.default_rng(blind_reading.SEED))  # the resamples `score` draws
+        diff = own[:, 1] - own[:, 0]
+        pooled_draws = _bootstrap_means(matrix, rng)  # the folds' resamples independent of each other
+        boots.append(pooled_draws[:, 1] - pooled_draws[:, 0])
         folds.append({"sets": [str(out) for out in sets], "dataset": drawn["dataset"], "fold": drawn["fold"],
                       "test_problems": len(matrix), baseline: float(matrix[:, 0].mean()),
                       model: float(matrix[:, 1].mean()), "difference": float(matrix[:, 1].mean() - matrix[:, 0].mean()),
