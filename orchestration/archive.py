@@ -6,7 +6,8 @@ clone on another machine has none of them, and the report stage, which pairs eve
 until every model is trained again (hours). They are small (about 0.25 MB per model and fold), so `push` copies the
 ones this workspace holds into `archive/`, a folder of this repository that git carries, under their dvc.lock md5
 (DVC's own cache layout, files/md5/ab/cdef...), and `pull` puts every one the archive holds back in the workspace and
-the DVC cache, where DVC finds them as if the stage had run here:
+the DVC cache, where DVC finds them as if the stage had run here (also over another run's copy that an earlier pull
+left, so the report never pairs a new score with an old generation):
 
     python -m orchestration.archive push     # after a run; then commit archive/ with the dvc.lock that names them
     python -m orchestration.archive pull     # on a fresh clone; then `dvc repro -s report` (-s: the report alone)
@@ -71,17 +72,33 @@ def push(root: Path = PROJECT_ROOT) -> list[str]:
 
 
 def pull(root: Path = PROJECT_ROOT) -> list[str]:
-    """Put each archived output that archive/ holds and the workspace lacks into the workspace and the DVC cache;
-    returns their paths. A workspace file is never overwritten."""
-    pulled = []
+    """Put each archived output that archive/ holds into the workspace and the DVC cache where the workspace lacks it
+    or holds another run's copy; returns their paths. A workspace file that differs from its lock entry is replaced
+    only when its own bytes are kept (in archive/ or the DVC cache, under their md5): another run's output left by a
+    pull before a newer dvc.lock came in. One that is kept nowhere (an edit) stops the pull before anything is
+    written, naming every such file."""
+    wanted = {}
+    unkept = []
     for path, md5 in sorted(archived_outputs(root).items()):
-        stored = _stored(root / "archive", md5)
-        if (root / path).exists() or not stored.exists():
+        file, stored = root / path, _stored(root / "archive", md5)
+        if not stored.exists():
             continue
-        _copy(stored, _stored(root / ".dvc" / "cache", md5))
-        _copy(stored, root / path)
-        pulled.append(path)
-    return pulled
+        if file.exists():
+            own = _md5(file)
+            if own == md5:
+                continue
+            if not (_stored(root / "archive", own).exists() or _stored(root / ".dvc" / "cache", own).exists()):
+                unkept.append(f"{path} (md5 {own}; dvc.lock names {md5})")
+                continue
+        wanted[path] = md5
+    if unkept:
+        raise SystemExit("archive pull: these workspace files differ from dvc.lock and are kept in neither archive/ "
+                         "nor the DVC cache, so replacing them would lose them; move them aside and pull again:\n  "
+                         + "\n  ".join(unkept))
+    for path, md5 in wanted.items():
+        _copy(_stored(root / "archive", md5), _stored(root / ".dvc" / "cache", md5))
+        _copy(_stored(root / "archive", md5), root / path)
+    return list(wanted)
 
 
 def main() -> None:

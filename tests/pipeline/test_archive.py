@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from orchestration import archive
 
 STAGES = """stages:
@@ -59,8 +61,38 @@ def test_results_come_back_from_the_archive_and_models_stay_out(tmp_path):
     (repo / "dvc.yaml").write_text("stages: {}\n")
     _fresh_machine(repo)
     assert archive.pull(repo) == RESULTS
-    assert archive.pull(repo) == []  # a workspace file is never overwritten
+    assert archive.pull(repo) == []  # a workspace file that is the one dvc.lock names is left alone
 
     # an edited file is not archived in place of the one the lock names
     (repo / "results" / "generations" / "m" / "fold0.csv").write_text("edited\n")
     assert archive.push(repo) == RESULTS[1:]
+
+
+def test_pull_replaces_another_runs_copy_and_refuses_to_lose_an_edit(tmp_path):
+    """A clone that pulled before a rerun's dvc.lock came in holds the old run's files: pull must replace them (the
+    report would otherwise pair new scores with old generations), but never a file kept nowhere else."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    _dvc(repo, "init", "-q")
+    (repo / "dvc.yaml").write_text(STAGES)
+    _dvc(repo, "repro", "-q")
+    generations = repo / RESULTS[0]
+    old_run = generations.read_text()
+    archive.push(repo)
+
+    (repo / "dvc.yaml").write_text(STAGES.replace('"id,generated"', '"id,generated,rerun"'))
+    _dvc(repo, "repro", "-q")  # the rerun: a new dvc.lock and a new file, the old one still in the DVC cache
+    new_run = generations.read_text()
+    assert new_run != old_run
+    archive.push(repo)
+
+    generations.write_text(old_run)  # what a clone that pulled before the rerun holds
+    assert archive.pull(repo) == [RESULTS[0]]
+    assert generations.read_text() == new_run
+    assert "results/" not in _dvc(repo, "status")
+
+    generations.write_text("edited by hand\n")
+    with pytest.raises(SystemExit, match="results/generations/m/fold0.csv"):
+        archive.pull(repo)
+    assert generations.read_text() == "edited by hand\n"  # nothing lost
