@@ -39,13 +39,19 @@ def _fresh_machine(repo: Path) -> None:
         shutil.rmtree(repo / gone, ignore_errors=True)
 
 
-def test_results_come_back_from_the_archive_and_models_stay_out(tmp_path):
+def _project_that_ran(tmp_path: Path) -> Path:
+    """A git + DVC project whose one stage has run: results and a model in its workspace and DVC cache."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     _dvc(repo, "init", "-q")
     (repo / "dvc.yaml").write_text(STAGES)
     _dvc(repo, "repro", "-q")
+    return repo
+
+
+def test_results_come_back_from_the_archive_and_models_stay_out(tmp_path):
+    repo = _project_that_ran(tmp_path)
 
     assert archive.push(repo) == RESULTS
     assert len([p for p in (repo / "archive").rglob("*") if p.is_file()]) == 2  # the model is not archived
@@ -71,12 +77,7 @@ def test_results_come_back_from_the_archive_and_models_stay_out(tmp_path):
 def test_pull_replaces_another_runs_copy_and_refuses_to_lose_an_edit(tmp_path):
     """A clone that pulled before a rerun's dvc.lock came in holds the old run's files: pull must replace them (the
     report would otherwise pair new scores with old generations), but never a file kept nowhere else."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
-    _dvc(repo, "init", "-q")
-    (repo / "dvc.yaml").write_text(STAGES)
-    _dvc(repo, "repro", "-q")
+    repo = _project_that_ran(tmp_path)
     generations = repo / RESULTS[0]
     old_run = generations.read_text()
     archive.push(repo)
