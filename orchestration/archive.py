@@ -90,14 +90,14 @@ def pull(root: Path = PROJECT_ROOT) -> list[str]:
             if not (_stored(root / "archive", own).exists() or _stored(root / ".dvc" / "cache", own).exists()):
                 unkept.append(f"{path} (md5 {own}; dvc.lock names {md5})")
                 continue
-        wanted[path] = md5
+        wanted[path] = (md5, stored)
     if unkept:
         raise SystemExit("archive pull: these workspace files differ from dvc.lock and are kept in neither archive/ "
                          "nor the DVC cache, so replacing them would lose them; move them aside and pull again:\n  "
                          + "\n  ".join(unkept))
-    for path, md5 in wanted.items():
-        _copy(_stored(root / "archive", md5), _stored(root / ".dvc" / "cache", md5))
-        _copy(_stored(root / "archive", md5), root / path)
+    for path, (md5, stored) in wanted.items():
+        _copy(stored, _stored(root / ".dvc" / "cache", md5))
+        _copy(stored, root / path)
     return list(wanted)
 
 
